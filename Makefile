@@ -1,0 +1,55 @@
+# Two commands matter: `make figures` (every table and figure) and `make test` (what CI runs).
+# Both set up .venv from requirements.txt and materialize the dataset first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON_SYS ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
+NAMES := $(notdir $(basename $(NOTEBOOKS)))
+FULL_RUNS := $(addprefix build/notebooks/,$(addsuffix .ipynb,$(NAMES)))
+SMOKE_RUNS := $(addprefix build/smoke/,$(addsuffix .ipynb,$(NAMES)))
+LIB := $(wildcard lib/*.py)
+
+.PHONY: help setup data figures test unit notebooks-smoke bench clean
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt
+	@start=$$(date +%s); \
+	[ -x $(PY) ] || $(PYTHON_SYS) -m venv $(VENV); \
+	$(PY) -m pip install -q --upgrade pip; \
+	$(PY) -m pip install -q -r requirements.txt; \
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null; \
+	$(PY) -c "import site, os; open(site.getsitepackages()[0] + '/neusight_repro.pth', 'w').write(os.getcwd())"; \
+	echo $$(( $$(date +%s) - start )) > $(VENV)/setup_seconds; \
+	touch $@
+
+setup: $(STAMP) ## create .venv from requirements.txt (when missing or stale)
+
+data: $(STAMP) ## materialize data/neusight/ and verify its sha256 manifest
+	$(PY) -m lib.data
+
+figures: data $(FULL_RUNS) ## run every notebook with params/full: build/notebooks/, figures/
+	$(PY) -m lib.notebooks provenance $(FULL_RUNS)
+
+build/notebooks/%.ipynb: notebooks/%.ipynb params/full/%.yaml $(LIB) | data
+	$(PY) -m lib.notebooks run $< params/full/$*.yaml $@
+
+test: unit notebooks-smoke ## unit tests, then every notebook with params/smoke under nbval
+
+unit: data
+	$(PY) -m pytest -q tests
+
+notebooks-smoke: data ## prepare smoke notebooks (papermill parameters) and run them under nbval
+	$(PY) -m lib.notebooks prepare smoke $(NOTEBOOKS)
+	cd build/smoke && ../../$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --rootdir=. $(addsuffix .ipynb,$(NAMES))
+
+bench: data ## measure set-up, data load, training and forecast speed: figures/tables/bench.csv
+	$(PY) -m lib.bench
+
+clean: ## remove build/ (caches, trained predictors, executed notebooks); keeps .venv and data
+	rm -rf build

@@ -1,0 +1,1 @@
+"""NeuSight reproduction: forecast GPU kernel and model latency from spec sheets."""

@@ -1,0 +1,86 @@
+"""Run the numbered notebooks with papermill parameters, and record provenance (Makefile).
+
+  python -m lib.notebooks run NB.ipynb PARAMS.yaml OUT.ipynb   execute (make figures)
+  python -m lib.notebooks prepare smoke NB.ipynb ...           inject params/smoke for nbval (make test)
+  python -m lib.notebooks provenance OUT.ipynb ...             figures/PROVENANCE.json
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import papermill as pm
+import yaml
+
+from . import paths
+
+
+def load_params(path: Path) -> dict:
+    """Papermill parameters from a YAML file (an empty file means none)."""
+    if not path.is_file():
+        raise SystemExit(f"error: parameter file {path} is missing")
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def run(notebook: Path, params_file: Path, out: Path) -> None:
+    """Execute one notebook with its parameters; wall time written beside the output."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    pm.execute_notebook(str(notebook), str(out), parameters=load_params(params_file),
+                        cwd=str(paths.ROOT / "notebooks"), kernel_name="python3", progress_bar=False)
+    seconds = time.perf_counter() - start
+    out.with_suffix(".time.json").write_text(json.dumps({"notebook": notebook.name, "wall_s": round(seconds, 1)}))
+    print(f"{notebook.name}: {seconds:.0f} s", file=sys.stderr)
+
+
+def prepare(kind: str, notebooks: list[Path]) -> None:
+    """Copies of the notebooks with params/<kind>/ injected, under build/<kind>/, for nbval."""
+    dest = paths.BUILD / kind
+    dest.mkdir(parents=True, exist_ok=True)
+    for nb in notebooks:
+        params = load_params(paths.ROOT / "params" / kind / f"{nb.stem}.yaml")
+        pm.execute_notebook(str(nb), str(dest / nb.name), parameters=params, prepare_only=True,
+                            kernel_name="python3", progress_bar=False)
+
+
+def provenance(outputs: list[Path]) -> None:
+    """figures/PROVENANCE.json: commit, date, machine and wall time per notebook of the last full run."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=paths.ROOT).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "lib", "notebooks", "params"],
+                                capture_output=True, text=True, cwd=paths.ROOT).stdout.strip())
+    times = {}
+    for out in outputs:
+        t = Path(out).with_suffix(".time.json")
+        if t.is_file():
+            rec = json.loads(t.read_text())
+            times[rec["notebook"]] = rec["wall_s"]
+    record = {"commit": commit, "uncommitted_changes": dirty,
+              "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+              "machine": {"platform": platform.platform(), "processor": platform.machine(),
+                          "cpus": __import__("os").cpu_count(), "python": platform.python_version()},
+              "wall_s_per_notebook": times}
+    paths.FIGURES.mkdir(parents=True, exist_ok=True)
+    (paths.FIGURES / "PROVENANCE.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def main(argv: list[str]) -> None:
+    if not argv:
+        raise SystemExit(__doc__)
+    cmd, args = argv[0], argv[1:]
+    if cmd == "run" and len(args) == 3:
+        run(Path(args[0]), Path(args[1]), Path(args[2]))
+    elif cmd == "prepare" and len(args) >= 2:
+        prepare(args[0], [Path(a) for a in args[1:]])
+    elif cmd == "provenance":
+        provenance([Path(a) for a in args])
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

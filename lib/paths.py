@@ -1,0 +1,20 @@
+"""Where things live in the repository (introduced in notebook 01)."""
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "data"
+NEUSIGHT = DATA / "neusight"            # materialized public dataset (git-ignored)
+DEVICES_ADDED = DATA / "devices"        # GPU specs this project adds, each number sourced
+MEASURED = DATA / "measured"            # data this project measured itself (committed)
+BUILD = ROOT / "build"                  # caches, trained predictors, executed notebooks
+CACHE = BUILD / "cache"
+FIGURES = ROOT / "figures"
+TABLES = FIGURES / "tables"
+
+# Layout of the materialized dataset (same as the dataset's README).
+NVIDIA_DATASET = NEUSIGHT / "data" / "dataset"
+AMD_DATASET = NEUSIGHT / "data" / "dataset_amd"
+DEVICE_CONFIGS = NEUSIGHT / "data" / "device_configs"
+MODEL_CONFIGS = NEUSIGHT / "data" / "DLmodel_configs"
+LABELS = NEUSIGHT / "label"
+SUMMARY = NEUSIGHT / "summary"

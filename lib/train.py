@@ -1,0 +1,132 @@
+"""Training loop shared by every learned predictor, with a cache keyed by data, config and code
+(introduced in notebook 03; used by notebooks 03 and 04).
+
+Loss: mean relative error |pred - meas| / meas, the paper's MAPE-style loss, computed on
+latencies so that every kernel counts the same whatever its size. AdamW, large batches,
+early stopping on a validation split drawn from the training GPUs only (never OOD data).
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import io
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from . import paths
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of one predictor; the paper used 8 x 512, ReLU, AdamW, 100 epochs."""
+    layers: int = 8
+    width: int = 512
+    epochs: int = 100
+    batch_size: int = 4096
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    patience: int = 10           # epochs without validation improvement before stopping
+    val_fraction: float = 0.1    # of the training-GPU rows, held out for early stopping
+    seed: int = 0
+
+
+def set_seed(seed: int) -> None:
+    """Deterministic torch / numpy state for one training run."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+
+
+def relative_error_loss(pred: torch.Tensor, meas: torch.Tensor) -> torch.Tensor:
+    """mean(|pred - meas| / meas)."""
+    return torch.mean(torch.abs(pred - meas) / meas)
+
+
+def split_indices(groups: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Train/validation row indices; whole groups (e.g. one shape on all GPUs) go to one side."""
+    rng = np.random.default_rng(seed)
+    uniq = np.unique(groups)
+    val_groups = set(rng.choice(uniq, size=max(1, int(len(uniq) * val_fraction)), replace=False).tolist())
+    is_val = np.array([g in val_groups for g in groups])
+    return np.flatnonzero(~is_val), np.flatnonzero(is_val)
+
+
+def fit(model: torch.nn.Module, predict: Callable, inputs: dict[str, torch.Tensor],
+        target_ms: torch.Tensor, groups: np.ndarray, cfg: TrainConfig, desc: str = "train") -> dict:
+    """Train `model` in place so that predict(model, batch_inputs) ~ target_ms; returns history.
+
+    `inputs` holds one tensor per name, first dimension = rows; `groups` labels rows that must
+    stay on one side of the train/validation split.
+    """
+    set_seed(cfg.seed)
+    train_idx, val_idx = split_indices(groups, cfg.val_fraction, cfg.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.epochs, 1))
+    gen = torch.Generator().manual_seed(cfg.seed)
+    take = lambda idx: {k: v[idx] for k, v in inputs.items()}
+    val_inputs, val_target = take(torch.as_tensor(val_idx)), target_ms[val_idx]
+    best, best_state, stale, history = float("inf"), copy.deepcopy(model.state_dict()), 0, []
+    start = time.perf_counter()
+    bar = tqdm(range(cfg.epochs), desc=desc, file=sys.stderr, leave=False)
+    for epoch in bar:
+        model.train()
+        order = torch.as_tensor(train_idx)[torch.randperm(len(train_idx), generator=gen)]
+        for i in range(0, len(order), cfg.batch_size):
+            idx = order[i:i + cfg.batch_size]
+            loss = relative_error_loss(predict(model, take(idx)), target_ms[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        sched.step()
+        model.eval()
+        with torch.no_grad():
+            val = relative_error_loss(predict(model, val_inputs), val_target).item()
+        history.append({"epoch": epoch, "train_loss": loss.item(), "val_loss": val})
+        bar.set_postfix(val=f"{val:.3f}")
+        if val < best - 1e-5:
+            best, best_state, stale = val, copy.deepcopy(model.state_dict()), 0
+        else:
+            stale += 1
+            if stale >= cfg.patience:
+                break
+    model.load_state_dict(best_state)
+    return {"history": history, "best_val_loss": best, "train_seconds": time.perf_counter() - start,
+            "epochs_run": len(history)}
+
+
+def cache_key(*parts) -> str:
+    """sha256 (16 hex) over data arrays, configs and code objects (their source)."""
+    h = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, (np.ndarray, torch.Tensor)):
+            h.update(np.ascontiguousarray(np.asarray(part)).tobytes())
+        elif inspect.ismodule(part) or inspect.isclass(part) or inspect.isfunction(part):
+            h.update(inspect.getsource(part).encode())
+        elif hasattr(part, "__dataclass_fields__"):
+            h.update(json.dumps(asdict(part), sort_keys=True).encode())
+        else:
+            h.update(json.dumps(part, sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
+
+
+def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple[dict, dict]:
+    """(state, info) from build/predictors/<name>-<key>.pt, or build() and save atomically."""
+    path = paths.BUILD / "predictors" / f"{name}-{key}.pt"
+    if path.is_file():
+        blob = torch.load(path, map_location="cpu", weights_only=False)
+        return blob["state"], {**blob["info"], "cached": True}
+    state, info = build()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    torch.save({"state": state, "info": info}, buf)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(buf.getvalue())
+    tmp.replace(path)
+    return state, {**info, "cached": False}

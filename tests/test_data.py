@@ -1,0 +1,74 @@
+"""The data layer: materialization manifest, the tidy kernel table, and clear errors."""
+import shutil
+
+import pandas as pd
+import pytest
+
+from lib import data, paths
+
+
+@pytest.fixture(scope="module")
+def table():
+    return data.load_kernels()
+
+
+def test_manifest_verifies_and_detects_changes(tmp_path):
+    root = tmp_path / "ds"
+    shutil.copytree(paths.SUMMARY, root / "summary")
+    data.write_manifest(root)
+    assert data.verify_manifest(root) == []
+    (root / "summary" / "perop.csv").write_text("tampered")
+    (root / "summary" / "new.csv").write_text("x")
+    assert data.verify_manifest(root) == ["summary/new.csv", "summary/perop.csv"]
+
+
+def test_materialized_copy_is_intact():
+    assert data.verify_manifest() == []
+
+
+def test_missing_data_folder_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(paths, "NEUSIGHT", tmp_path / "absent")
+    with pytest.raises(data.DataError, match="make data"):
+        data.require_data()
+
+
+def test_csv_without_expected_columns_names_them(tmp_path):
+    p = tmp_path / "k.csv"
+    pd.DataFrame({"OPName": ["bmm"], "Latency": [1.0], "Device": ["Tesla T4"], "B": [1], "M": [2]}).to_csv(p, index=False)
+    with pytest.raises(data.DataError, match=r"k\.csv: missing column\(s\) N, K"):
+        data.read_kernel_csv(p)
+    pd.DataFrame({"OPName": ["conv2"], "Latency": [1.0], "Device": ["x"], "B": [1], "H": [2]}).to_csv(p, index=False)
+    with pytest.raises(data.DataError, match="unknown OPName"):
+        data.read_kernel_csv(p)
+
+
+def test_splits_follow_the_protocol(table):
+    assert set(table["split"]) == set(data.SPLITS)
+    ood = set(table.loc[table["split"] == "test_ood", "device"])
+    assert {"NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe"} <= ood
+    train_devices = set(table.loc[table["split"] == "train", "device"])
+    assert train_devices == {"Tesla P4", "Tesla P100-PCIE-16GB", "Tesla T4", "Tesla V100-PCIE-32GB", "NVIDIA A100-PCIE-40GB"}
+    assert not (ood & train_devices)
+
+
+def test_table_loads_every_kernel_csv(table):
+    assert set(table["op_class"]) == set(data.OP_CLASSES)
+    assert table["latency_ms"].gt(0).all()
+    assert table[["num_sm", "mem_bw_gbps", "peak_gflops"]].notna().all().all()
+    gemm = table[table["op_class"].isin(["BMM", "FC"])]
+    assert gemm[["B", "M", "N", "K"]].notna().all().all()
+    # every row of every source file made it into the table, up to exact duplicates
+    n_sources = sum(len(pd.read_csv(p)) for p, _ in data.kernel_csvs())
+    assert len(table) <= n_sources and len(table) > 0.9 * n_sources
+
+
+def test_filters(table):
+    t4 = data.load_kernels(ops="BMM", devices="Tesla T4", splits="train")
+    assert len(t4) == ((table["op_class"] == "BMM") & (table["device"] == "Tesla T4") & (table["split"] == "train")).sum()
+    assert len(data.load_kernels(ops=["add", "mul"])) == table["op"].isin(["add", "mul"]).sum()
+
+
+def test_amd_table_loads():
+    amd = data.load_kernels(vendor="amd")
+    assert set(amd["device"]) == {"AMD Instinct MI100", "AMD Instinct MI210"}
+    assert {"BMM", "FC", "EW"} <= set(amd["op_class"])

@@ -1,0 +1,62 @@
+"""Device JSON loading: both vendors' formats, and clear errors for bad files."""
+import json
+
+import pytest
+
+from lib import devices, paths
+from lib.devices import DeviceError, load_device
+
+
+def write(tmp_path, raw, name="dev.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps(raw))
+    return p
+
+
+GOOD = {"Device": "Test GPU", "Dev_Mem": 16, "Mem_Bw": 900, "Num_Sm": 80, "Core_Per_SM": 64,
+        "Freq": 1530, "SingleFLOPs": 15670, "L2Cache": 6}
+
+
+def test_nvidia_format(tmp_path):
+    d = load_device(write(tmp_path, GOOD))
+    assert (d.name, d.vendor, d.num_sm, d.mem_bw_gbps, d.peak_gflops, d.peak_vec_gflops, d.l2_mb) == \
+        ("Test GPU", "nvidia", 80, 900.0, 15670.0, 15670.0, 6.0)
+
+
+def test_amd_format_has_matrix_and_vector_peaks():
+    d = load_device(paths.DEVICE_CONFIGS / "AMD_Instinct_MI250.json")
+    assert d.vendor == "amd" and d.peak_gflops == 45300 and d.peak_vec_gflops == 22600
+
+
+@pytest.mark.parametrize("field", ["Mem_Bw", "Num_Sm", "L2Cache", "Device"])
+def test_missing_field_names_field_and_file(tmp_path, field):
+    raw = {k: v for k, v in GOOD.items() if k != field}
+    with pytest.raises(DeviceError, match=rf"dev\.json.*'{field}'"):
+        load_device(write(tmp_path, raw))
+
+
+def test_non_numeric_field(tmp_path):
+    with pytest.raises(DeviceError, match=r"dev\.json: field 'Mem_Bw' is not a number"):
+        load_device(write(tmp_path, {**GOOD, "Mem_Bw": "fast"}))
+
+
+def test_numeric_strings_are_accepted(tmp_path):
+    assert load_device(write(tmp_path, {**GOOD, "Mem_Bw": "900"})).mem_bw_gbps == 900.0
+
+
+def test_negative_and_missing_file(tmp_path):
+    with pytest.raises(DeviceError, match="positive"):
+        load_device(write(tmp_path, {**GOOD, "Num_Sm": -1}))
+    with pytest.raises(DeviceError, match="not found"):
+        load_device(tmp_path / "nope.json")
+    (tmp_path / "bad.json").write_text("{oops")
+    with pytest.raises(DeviceError, match="bad.json: not valid JSON"):
+        load_device(tmp_path / "bad.json")
+
+
+def test_every_shipped_device_loads_and_training_gpus_exist():
+    found = devices.all_devices()
+    assert set(devices.TRAIN_GPUS_NVIDIA) <= found.keys()
+    assert "NVIDIA L4" in found
+    for f in paths.DEVICES_ADDED.glob("*.json"):
+        assert "Sources" in json.loads(f.read_text()), f"{f.name}: every number needs a source"

@@ -1,0 +1,23 @@
+"""Repository hygiene: source notebooks are stripped, each has a parameters cell and both param files."""
+import json
+
+import pytest
+
+from lib import paths
+
+NOTEBOOKS = sorted((paths.ROOT / "notebooks").glob("[0-9]*.ipynb"))
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_is_stripped_and_parameterized(nb):
+    cells = json.loads(nb.read_text())["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), \
+        f"{nb.name} has outputs: run `nbstripout {nb}`"
+    assert "parameters" in code[0].get("metadata", {}).get("tags", []), f"{nb.name}: first code cell must be tagged 'parameters'"
+    for kind in ("smoke", "full"):
+        assert (paths.ROOT / "params" / kind / f"{nb.stem}.yaml").is_file(), f"params/{kind}/{nb.stem}.yaml missing"
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found"
