@@ -1,4 +1,5 @@
 """Where things live in the repository (introduced in notebook 01)."""
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -6,7 +7,7 @@ DATA = ROOT / "data"
 NEUSIGHT = DATA / "neusight"            # materialized public dataset (git-ignored)
 DEVICES_ADDED = DATA / "devices"        # GPU specs this project adds, each number sourced
 MEASURED = DATA / "measured"            # data this project measured itself (committed)
-BUILD = ROOT / "build"                  # caches, trained predictors, executed notebooks
+BUILD = Path(os.environ.get("NEUSIGHT_BUILD", ROOT / "build"))  # caches, predictors, executed notebooks
 CACHE = BUILD / "cache"
 FIGURES = ROOT / "figures"
 TABLES = FIGURES / "tables"
