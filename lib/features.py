@@ -1,0 +1,49 @@
+"""The predictor's inputs: per-tile work, waves and the five log-scaled features (notebook 03).
+
+Units: FLOP, bytes (B), seconds. Per-SM quantities are device totals / num_sm:
+peak_flops_per_sm [FLOP/s] = peak_gflops*1e9/num_sm (vector peak for non-GEMM ops),
+mem_bw_per_sm [B/s] = mem_bw_gbps*1e9/num_sm, l2_per_sm [B] = l2_mb*1e6/num_sm,
+mem_size_per_sm [B] = mem_gb*1e9/num_sm.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .roofline import add_roofline, peak_for_op
+from .tiles import add_tiles
+from .waves import add_waves
+
+FEATURES = ("f_flops", "f_bytes", "f_l2", "f_mem", "f_intensity")
+GIGA = 1e9
+MEGA = 1e6
+
+
+def add_features(df: pd.DataFrame, tiles: str = "oracle") -> pd.DataFrame:
+    """Roofline + tiles + waves, per-tile work, and FEATURES.
+
+    tiles='oracle': GEMM tiles parsed from kernel_name; tiles='given': the caller supplies
+    tile_m / tile_n columns for GEMM rows (e.g. a spec-only tile choice).
+    """
+    out = add_waves(add_tiles(add_roofline(df), tiles=tiles))
+    num_sm = out["num_sm"].astype(float)
+    out["flops_per_tile"] = out["flops"] / out["num_tiles"]
+    out["bytes_per_tile"] = out["bytes"] / out["num_tiles"]
+    peak_flops = peak_for_op(out) * GIGA                       # FLOP/s
+    mem_bw = out["mem_bw_gbps"].astype(float) * GIGA           # B/s
+    peak_flops_per_sm = peak_flops / num_sm
+    mem_bw_per_sm = mem_bw / num_sm
+    l2_per_sm = out["l2_mb"].astype(float) * MEGA / num_sm     # B
+    mem_size_per_sm = out["mem_gb"].astype(float) * GIGA / num_sm  # B
+    wave_bytes = out["num_waves"] * out["bytes_per_tile"]
+    # f_flops = log(flops_per_tile / peak_flops_per_sm)            [log s]
+    out["f_flops"] = np.log(out["flops_per_tile"] / peak_flops_per_sm)
+    # f_bytes = log(bytes_per_tile / mem_bw_per_sm)                [log s]
+    out["f_bytes"] = np.log(out["bytes_per_tile"] / mem_bw_per_sm)
+    # f_l2 = log(num_waves * bytes_per_tile / l2_per_sm)
+    out["f_l2"] = np.log(wave_bytes / l2_per_sm)
+    # f_mem = log(num_waves * bytes_per_tile / mem_size_per_sm)
+    out["f_mem"] = np.log(wave_bytes / mem_size_per_sm)
+    # f_intensity = log((flops_per_tile / bytes_per_tile) / (peak_flops / mem_bw))
+    out["f_intensity"] = np.log((out["flops_per_tile"] / out["bytes_per_tile"]) / (peak_flops / mem_bw))
+    return out

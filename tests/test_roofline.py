@@ -1,0 +1,74 @@
+"""Roofline, waves and features on hand-computed cases."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib.features import FEATURES, add_features
+from lib.roofline import add_roofline
+from lib.waves import num_waves
+
+# A100-like spec: 108 SMs, 1555 GB/s, 19500 GFLOP/s, 40 MB L2, 40 GB memory.
+A100 = dict(num_sm=108, mem_bw_gbps=1555.0, peak_gflops=19500.0, peak_vec_gflops=19500.0,
+            l2_mb=40.0, mem_gb=40.0)
+
+
+def gemm_row(**kw):
+    row = dict(op="bmm", B=1.0, M=1024.0, N=1024.0, K=1024.0, H=np.nan,
+               kernel_name="x", tile_m=128, tile_n=64, **A100)
+    row.update(kw)
+    return pd.DataFrame([row])
+
+
+def test_waves():
+    assert num_waves(np.array([128, 108, 109, 1]), 108).tolist() == [2, 1, 2, 1]
+    with pytest.raises(ValueError):
+        num_waves(1, 0)
+
+
+def test_gemm_roofline_by_hand():
+    out = add_roofline(gemm_row()).iloc[0]
+    assert out["flops"] == 2 * 1024 ** 3
+    assert out["bytes"] == 4 * 3 * 1024 ** 2
+    assert out["intensity"] == pytest.approx(2 * 1024 / 12)        # 170.67 FLOP/B
+    assert out["bound_gflops"] == 19500.0                            # 170.67*1555 > 19500
+    assert out["roofline_ms"] == pytest.approx(2 * 1024 ** 3 / 19.5e12 * 1e3)
+
+
+def test_linear_and_memory_bound():
+    out = add_roofline(gemm_row(op="linear", B=1.0, M=1.0, N=4096.0, K=4096.0)).iloc[0]
+    assert out["flops"] == 2 * 4096 * 4096 + 4096
+    assert out["bytes"] == 4 * (4096 + 4096 * 4096 + 4096 + 4096)
+    assert out["bound_gflops"] == pytest.approx(out["intensity"] * 1555.0)
+    assert out["roofline_ms"] == pytest.approx(out["bytes"] / 1555e9 * 1e3)
+
+
+def test_vector_bytes():
+    df = pd.DataFrame([dict(op=op, B=10.0, H=100.0, **A100) for op in ("add", "addu", "gelu", "softmax", "ln")])
+    out = add_roofline(df)
+    assert out["bytes"].tolist() == [12000, 8000, 8000, 8000, 8000 + 800]
+
+
+def test_unknown_op_is_named():
+    with pytest.raises(ValueError, match="conv"):
+        add_roofline(pd.DataFrame([dict(op="conv", B=1.0, H=1.0, **A100)]))
+
+
+def test_features_by_hand():
+    out = add_features(gemm_row(), tiles="given").iloc[0]
+    assert out["num_tiles"] == 128 and out["num_waves"] == 2
+    fpt, bpt = 2 * 1024 ** 3 / 128, 12 * 1024 ** 2 / 128
+    assert out["flops_per_tile"] == pytest.approx(fpt)
+    assert out["f_flops"] == pytest.approx(math.log(fpt / (19500e9 / 108)))
+    assert out["f_bytes"] == pytest.approx(math.log(bpt / (1555e9 / 108)))
+    assert out["f_l2"] == pytest.approx(math.log(2 * bpt / (40e6 / 108)))
+    assert out["f_mem"] == pytest.approx(math.log(2 * bpt / (40e9 / 108)))
+    assert out["f_intensity"] == pytest.approx(math.log((fpt / bpt) / (19500 / 1555)))
+
+
+def test_features_on_dataset_are_finite():
+    from lib.data import load_kernels
+    df = load_kernels(devices="Tesla T4")
+    out = add_features(df)
+    assert np.isfinite(out[list(FEATURES)].to_numpy()).all()
