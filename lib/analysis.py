@@ -1,0 +1,90 @@
+"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges (notebooks 01-02)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .data import OP_CLASSES
+
+
+def coverage_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows per device (and split) x op class, with a total column; devices in table order."""
+    t = df.pivot_table(index=["device", "split"], columns="op_class", values="latency_ms",
+                       aggfunc="size", fill_value=0)
+    t = t.reindex(columns=[c for c in OP_CLASSES if c in t.columns])
+    t["total"] = t.sum(axis=1)
+    return t.reset_index()
+
+
+def tile_usage(df: pd.DataFrame, top: int = 8) -> pd.DataFrame:
+    """Share of each device's GEMM rows per (tile_m x tile_n) tile; `top` tiles, rest as 'other'."""
+    g = df[df["tile_m"].notna()].copy()
+    g["tile"] = g["tile_m"].astype(int).astype(str) + "x" + g["tile_n"].astype(int).astype(str)
+    share = pd.crosstab(g["device"], g["tile"], normalize="index")
+    keep = share.mean().sort_values(ascending=False).index[:top]
+    out = share[keep].copy()
+    out["other"] = 1.0 - out.sum(axis=1)
+    return out
+
+
+def add_utilization(df: pd.DataFrame) -> pd.DataFrame:
+    """utilization = roofline_ms / latency_ms (fraction of the roofline bound achieved)."""
+    return df.assign(utilization=df["roofline_ms"] / df["latency_ms"])
+
+
+def binned_median(x, y, bins: int = 12, log: bool = True) -> pd.DataFrame:
+    """Median of y in bins of x (log-spaced by default): columns x_mid, y_median, count."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y) & ((x > 0) if log else True)
+    x, y = x[ok], y[ok]
+    if len(x) == 0:
+        return pd.DataFrame(columns=["x_mid", "y_median", "count"])
+    lo, hi = x.min(), x.max()
+    edges = np.geomspace(lo, hi * (1 + 1e-9), bins + 1) if log and hi > lo else \
+        np.linspace(lo, hi + 1e-9, bins + 1)
+    idx = np.clip(np.digitize(x, edges) - 1, 0, bins - 1)
+    rows = []
+    for b in range(bins):
+        m = idx == b
+        if m.any():
+            mid = np.sqrt(edges[b] * edges[b + 1]) if log else (edges[b] + edges[b + 1]) / 2
+            rows.append((mid, float(np.median(y[m])), int(m.sum())))
+    return pd.DataFrame(rows, columns=["x_mid", "y_median", "count"])
+
+
+def fit_alpha_beta(waves, util) -> tuple[float, float, float]:
+    """Least squares of util = alpha - beta / waves; returns (alpha, beta, r2)."""
+    w, u = np.asarray(waves, dtype=float), np.asarray(util, dtype=float)
+    ok = np.isfinite(w) & np.isfinite(u) & (w > 0)
+    w, u = w[ok], u[ok]
+    if len(w) < 2 or np.ptp(1.0 / w) == 0:
+        return float("nan"), float("nan"), float("nan")
+    # design matrix [1, -1/waves] @ [alpha, beta] ~ util
+    A = np.column_stack([np.ones_like(w), -1.0 / w])
+    (alpha, beta), *_ = np.linalg.lstsq(A, u, rcond=None)
+    resid = u - A @ np.array([alpha, beta])
+    ss_tot = float(((u - u.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid ** 2).sum()) / ss_tot if ss_tot > 0 else float("nan")
+    return float(alpha), float(beta), r2
+
+
+def fit_table(df: pd.DataFrame, by=("device", "op_class")) -> pd.DataFrame:
+    """alpha, beta, r2 and row count of util = alpha - beta/waves per group (needs utilization, num_waves)."""
+    rows = []
+    for key, g in df.groupby(list(by)):
+        alpha, beta, r2 = fit_alpha_beta(g["num_waves"], g["utilization"])
+        rows.append((*key, alpha, beta, r2, len(g), float(g["utilization"].median())))
+    return pd.DataFrame(rows, columns=[*by, "alpha", "beta", "r2", "rows", "util_median"])
+
+
+def ood_fraction(df: pd.DataFrame, features, train_mask, by: str = "device") -> pd.DataFrame:
+    """Per group of the non-training rows: fraction of rows with each feature outside the training [min, max]."""
+    train_mask = np.asarray(train_mask, dtype=bool)
+    lo = df.loc[train_mask, list(features)].min()
+    hi = df.loc[train_mask, list(features)].max()
+    rest = df.loc[~train_mask]
+    outside = (rest[list(features)] < lo) | (rest[list(features)] > hi)
+    out = outside.groupby(rest[by]).mean()
+    out["any"] = outside.any(axis=1).groupby(rest[by]).mean()
+    out["rows"] = rest.groupby(by).size()
+    return out

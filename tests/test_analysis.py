@@ -1,0 +1,54 @@
+"""Hand-computed cases for lib.analysis: the alpha/beta fit, binned medians, OOD ranges, coverage."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import analysis as A
+
+
+def test_fit_alpha_beta_recovers_exact_curve():
+    waves = np.array([1, 2, 4, 8, 16], dtype=float)
+    util = 0.8 - 0.6 / waves
+    alpha, beta, r2 = A.fit_alpha_beta(waves, util)
+    assert (alpha, beta) == (pytest.approx(0.8), pytest.approx(0.6))
+    assert r2 == pytest.approx(1.0)
+
+
+def test_fit_alpha_beta_degenerate():
+    assert np.isnan(A.fit_alpha_beta([3, 3, 3], [0.1, 0.2, 0.3])[0])   # 1/waves constant
+    assert np.isnan(A.fit_alpha_beta([1], [0.5])[0])
+
+
+def test_binned_median():
+    x = np.array([1, 1, 100, 100, 100])
+    y = np.array([0.1, 0.3, 0.5, 0.7, 0.9])
+    out = A.binned_median(x, y, bins=2)
+    assert list(out["count"]) == [2, 3]
+    assert list(out["y_median"]) == pytest.approx([0.2, 0.7])
+    assert out["x_mid"].iloc[0] == pytest.approx(np.sqrt(1 * 10))      # geometric bin middle
+
+
+def test_ood_fraction():
+    df = pd.DataFrame({"f": [0.0, 1.0, 0.5, 2.0, -1.0, 0.5], "g": [0, 0, 0, 0, 0, 9],
+                       "device": ["t", "t", "x", "x", "y", "y"]})
+    out = A.ood_fraction(df, ["f", "g"], df["device"] == "t")
+    assert out.loc["x", "f"] == 0.5 and out.loc["y", "f"] == 0.5
+    assert out.loc["y", "g"] == 0.5 and out.loc["x", "any"] == 0.5 and out.loc["y", "any"] == 1.0
+    assert out.loc["x", "rows"] == 2
+
+
+def test_coverage_and_utilization():
+    df = pd.DataFrame({"device": ["a", "a", "b"], "split": ["train"] * 3, "op_class": ["BMM", "EW", "EW"],
+                       "latency_ms": [2.0, 1.0, 1.0], "roofline_ms": [1.0, 0.5, 0.25]})
+    cov = A.coverage_table(df).set_index("device")
+    assert list(cov.columns[:3]) == ["split", "BMM", "EW"]
+    assert cov.loc["a", "total"] == 2 and cov.loc["b", "BMM"] == 0
+    assert list(A.add_utilization(df)["utilization"]) == [0.5, 0.5, 0.25]
+
+
+def test_tile_usage_shares_sum_to_one():
+    df = pd.DataFrame({"device": ["a", "a", "a", "b"], "tile_m": [128, 128, 64, np.nan],
+                       "tile_n": [64, 64, 64, np.nan]})
+    t = A.tile_usage(df)
+    assert t.loc["a", "128x64"] == pytest.approx(2 / 3) and t.loc["a", "64x64"] == pytest.approx(1 / 3)
+    assert "b" not in t.index
