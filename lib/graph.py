@@ -1,0 +1,297 @@
+"""Aten-level kernel graph of a Hugging Face model, captured on the meta device (notebook 05).
+
+`capture(config_path, batch, seq, mode)` builds the model the labels measured (BERT-Large: sequence
+classification for inference, pre-training heads for training; GPT-2/OPT: LM heads; Switch: seq2seq
+with decoder input as long as the encoder input) on the meta device (no weights, no GPU), runs one
+forward (eval mode) or forward + backward (train mode, backward seeded with ones on every output
+logit tensor, no loss kernels, as the labels' fx graphs end at the logits), and records every aten
+kernel through a TorchDispatchMode. Only a reduced depth is run: 2 periods of each layer stack (a
+period is 1 block, 2 for Switch whose dense/sparse blocks alternate); the last period stands for all
+later ones through `count`, so the table of a 32-layer model is as short as a 2-layer one.
+Module hooks (forward) and tensor hooks (backward) tell which block an op belongs to.
+Tables are cached in build/cache/graphs/ (a cache hit imports neither torch nor transformers).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+from .graph_ops import COLUMNS, EW_OPS, classify  # noqa: F401  (re-exported)
+
+GRAPH_CACHE = paths.CACHE / "graphs"
+MODES = ("inference", "training")
+CODE_VERSION = 4  # bump when the capture or the op mapping changes (invalidates the cache)
+
+
+class GraphError(ValueError):
+    """Bad model config or arguments; the message names the file and field."""
+
+
+# model_type -> (class for inference, class for training, layer-count fields, max-position field,
+#                stacks: attribute paths of the nn.ModuleList of blocks, block period)
+# Classes follow the label CSVs: bert_large-inf uses a `classifier` head (sequence classification),
+# bert_large-train uses `cls.predictions` + `cls.seq_relationship` (BertForPreTraining).
+ARCHS = {
+    "bert": ("BertForSequenceClassification", "BertForPreTraining", ("num_hidden_layers",),
+             "max_position_embeddings", ("bert.encoder.layer",), 1),
+    "gpt2": ("GPT2LMHeadModel", "GPT2LMHeadModel", ("n_layer",), "n_positions",
+             ("transformer.h",), 1),
+    "opt": ("OPTForCausalLM", "OPTForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
+            ("model.decoder.layers",), 1),
+    "switch_transformers": ("SwitchTransformersForConditionalGeneration",
+                            "SwitchTransformersForConditionalGeneration",
+                            ("num_layers", "num_decoder_layers"), None,
+                            ("encoder.block", "decoder.block"), 2),
+}
+
+
+@dataclass
+class ModelConfig:
+    """A dataset model config (DLmodel_configs/*.json), validated without importing transformers."""
+    path: Path
+    raw: dict
+    model_type: str
+    num_layers: tuple          # blocks per stack (one entry per stack)
+    max_positions: int | None  # longest sequence the position embeddings allow (None: relative)
+    period: int = 1
+    stacks: tuple = field(default_factory=tuple)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+
+def load_config(path) -> ModelConfig:
+    """Read and validate a model config JSON; GraphError names the file and the bad field."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise GraphError(f"{path}: model config not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise GraphError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(raw, dict):
+        raise GraphError(f"{path}: expected a JSON object")
+    model_type = raw.get("model_type")
+    if model_type not in ARCHS:
+        raise GraphError(f"{path}: unknown architecture (architectures={raw.get('architectures')}, "
+                         f"model_type={model_type!r}); supported model_type: {sorted(ARCHS)}")
+    _, _, layer_fields, pos_field, stacks, period = ARCHS[model_type]
+    layers = []
+    for f in layer_fields:
+        v = raw.get(f)
+        if not isinstance(v, int) or v < 1:
+            raise GraphError(f"{path}: field '{f}' must be a positive integer (got {v!r})")
+        layers.append(v)
+    max_pos = raw.get(pos_field) if pos_field else None
+    if pos_field and not isinstance(max_pos, int):
+        raise GraphError(f"{path}: field '{pos_field}' must be an integer (got {max_pos!r})")
+    return ModelConfig(path, raw, model_type, tuple(layers), max_pos, period, stacks)
+
+
+def check_args(cfg: ModelConfig, batch: int, seq: int, mode: str) -> None:
+    """Raise GraphError for a bad batch/seq/mode (seq beyond the position embeddings included)."""
+    if mode not in MODES:
+        raise GraphError(f"mode must be one of {MODES} (got {mode!r})")
+    for name, v in (("batch", batch), ("seq", seq)):
+        if not isinstance(v, int) or v < 1:
+            raise GraphError(f"{name} must be a positive integer (got {v!r})")
+    if cfg.max_positions is not None and seq > cfg.max_positions:
+        field_name = ARCHS[cfg.model_type][3]
+        raise GraphError(f"{cfg.path}: seq {seq} is longer than the model's maximum of "
+                         f"{cfg.max_positions} positions ('{field_name}')")
+
+
+def _reduced_depths(cfg: ModelConfig) -> tuple:
+    """Blocks to build per stack: 3 periods (first, steady, last), or the full depth if not longer."""
+    p = cfg.period
+    return tuple(3 * p if (n > 3 * p and n % p == 0) else n for n in cfg.num_layers)
+
+
+def cache_key(cfg: ModelConfig, batch: int, seq: int, mode: str, depths=None) -> str:
+    """Hash of config, shapes, mode, library versions and the capture code's source."""
+    blob = json.dumps({"cfg": cfg.raw, "batch": batch, "seq": seq, "mode": mode,
+                       "depths": depths, "torch": version("torch"),
+                       "transformers": version("transformers"), "code": _code_hash()},
+                      sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def capture(config_path, batch: int, seq: int, mode: str, *, depths=None,
+            use_cache: bool = True) -> pd.DataFrame:
+    """Kernel table (one row per kernel, `count` = runs in the whole model) of one pass."""
+    cfg = load_config(config_path)
+    check_args(cfg, batch, seq, mode)
+    if depths is None:
+        depths = _reduced_depths(cfg)
+    cache = GRAPH_CACHE / f"{cfg.name}-{mode}-{batch}-{seq}-{cache_key(cfg, batch, seq, mode, list(depths))}.pkl"
+    if use_cache and cache.exists():
+        return pd.read_pickle(cache)
+    from .graph_capture import record  # imports torch + transformers (seconds)
+    records = record(cfg, batch, seq, mode, depths)
+    df = _to_table(records, cfg, depths)
+    if use_cache:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        df.to_pickle(tmp)
+        tmp.replace(cache)
+    return df
+
+
+def _to_table(records: list, cfg: ModelConfig, depths) -> pd.DataFrame:
+    """Records -> table; the middle captured period of a stack counts for all middle periods.
+
+    The first period can differ (Switch: relative position bias lives in block 0) and so can the
+    last one (backward: gradients of tensors shared by all blocks, e.g. Switch's position bias or
+    the encoder output, are accumulated in every block but the last), hence 3 periods captured.
+    count(middle) = n_full / p - 2, plus 1 for the first and/or last when they ran the same kernels.
+    """
+    p = cfg.period
+    rows = [classify(r) for r in records]
+    rows = [r for r in rows if r is not None]
+    df = pd.DataFrame(rows, columns=COLUMNS + ["stack", "block"])
+    df["count"] = 1
+    for s, (n_full, n_cap) in enumerate(zip(cfg.num_layers, depths)):
+        if n_cap == n_full:
+            continue
+        in_stack = (df["layer"] == "layer") & (df["stack"] == s)
+        period = df["block"] // p
+        mid = in_stack & (period == 1)
+        count = n_full // p - 2
+        for k in (0, 2):
+            edge = in_stack & (period == k)
+            if _same_ops(df[edge], df[mid]):
+                count += 1
+                df, in_stack, period, mid = df[~edge], in_stack[~edge], period[~edge], mid[~edge]
+        df.loc[mid, "count"] = count
+    return df.drop(columns=["block"]).reset_index(drop=True)
+
+
+def _same_ops(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """True if two periods ran the same kernels with the same shapes, in the same order."""
+    cols = ["aten", "phase", "shapes"]
+    return len(a) == len(b) and (a[cols].to_numpy() == b[cols].to_numpy()).all()
+
+
+# ----------------------------------------------------------------------------------- fusion
+
+# Fused chain op: the costliest transcendental member if any, else binary 'add' if any member
+# reads two tensors, else unary 'addu'. Traffic of the fused kernel = one read + one write of B x H.
+_TRANSCENDENTAL = ("gelu", "tanh", "pow", "powu")
+_BINARY = ("add", "mul", "div", "pow")
+
+
+def fuse_elementwise(df: pd.DataFrame) -> pd.DataFrame:
+    """Merge each run of adjacent fusable rows (same phase, layer, count, B x H) into one kernel."""
+    out, run = [], []
+
+    def flush():
+        if not run:
+            return
+        if len(run) == 1:
+            out.append(run[0])
+        else:
+            ops = [r["op"] for r in run]
+            op = next((o for o in _TRANSCENDENTAL if o in ops), None)
+            if op is None:
+                op = "add" if any(o in _BINARY for o in ops) else "addu"
+            fused = dict(run[0], op=op, aten="fused(" + ",".join(r["aten"] for r in run) + ")")
+            fused["fused"] = sum(r.get("fused", 1) for r in run)
+            out.append(fused)
+        run.clear()
+
+    keys = ("phase", "layer", "count", "B", "H")
+    for r in df.to_dict("records"):
+        r.setdefault("fused", 1)
+        if r["fusable"] and run and all(r[k] == run[-1][k] for k in keys):
+            run.append(r)
+            continue
+        flush()
+        if r["fusable"]:
+            run.append(r)
+        else:
+            out.append(r)
+    flush()
+    return pd.DataFrame(out, columns=list(df.columns) + (["fused"] if "fused" not in df else []))
+
+
+# ----------------------------------------------------------------------------- label CSVs
+
+def label_layer_nodes(label_csv) -> pd.DataFrame:
+    """Label CSV (fx nodes of prologue, one layer, epilogue) -> tidy frame with latencies in ms."""
+    path = Path(label_csv)
+    try:
+        raw = pd.read_csv(path)
+    except FileNotFoundError:
+        raise GraphError(f"{path}: label CSV not found") from None
+    need = ["Name", "op", "target", "input_shapes", "output_shape", "fw_latency", "bw_latency"]
+    missing = [c for c in need if c not in raw.columns]
+    if missing:
+        raise GraphError(f"{path}: missing columns {missing}")
+    df = raw[need].rename(columns={"fw_latency": "fw_latency_ms", "bw_latency": "bw_latency_ms"})
+    return df.reset_index(drop=True)
+
+
+def summary(df: pd.DataFrame) -> dict:
+    """Kernel counts and GEMM FLOPs of a captured table (FLOPs = 2 B M N K per GEMM)."""
+    gemm = df["op"].isin(["bmm", "linear"])
+    flops = (2 * df.B * df.M * df.N * df.K * df["count"])[gemm].sum()
+    return {"rows": len(df), "kernels": int(df["count"].sum()), "gemm_flops": float(flops)}
+
+
+LABEL_NAME = re.compile(r"^(?P<model>[a-z0-9_]+)-(?P<mode>inf|train)-(?P<seq>\d+)-(?P<batch>\d+)")
+
+
+def label_shapes() -> list:
+    """(model, mode, batch, seq) of every label file name (model-inf|train-SEQ-BATCH[-suffix])."""
+    found = set()
+    for f in paths.LABELS.rglob("*.json"):
+        m = LABEL_NAME.match(f.stem)
+        if m and (paths.MODEL_CONFIGS / f"{m['model']}.json").exists():
+            mode = "inference" if m["mode"] == "inf" else "training"
+            found.add((m["model"], mode, int(m["batch"]), int(m["seq"])))
+    return sorted(found)
+
+
+def warm_cache() -> int:
+    """Capture (and cache) the graph of every label's model/mode/batch/seq; returns how many."""
+    from tqdm import tqdm
+    shapes = label_shapes()
+    for model, mode, batch, seq in tqdm(shapes, desc="graphs", file=sys.stderr):
+        capture(paths.MODEL_CONFIGS / f"{model}.json", batch, seq, mode)
+    return len(shapes)
+
+
+def main(argv=None) -> int:
+    """`python -m lib.graph CONFIG.json BATCH SEQ MODE`: print the kernel table as CSV.
+
+    `python -m lib.graph --warm` captures every label's graph into the cache (a forecast then
+    needs no torch/transformers import: ~1 s instead of ~8 s on 2 cores).
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--warm"]:
+        print(warm_cache(), "graphs cached", file=sys.stderr)
+        return 0
+    if len(argv) != 4:
+        print("usage: python -m lib.graph CONFIG.json BATCH SEQ inference|training", file=sys.stderr)
+        return 2
+    try:
+        df = capture(argv[0], int(argv[1]), int(argv[2]), argv[3])
+    except (GraphError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    df.to_csv(sys.stdout, index=False)
+    print(json.dumps(summary(df)), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Record the aten kernels of a Hugging Face model on the meta device (used by lib.graph, notebook 05).
+
+A TorchDispatchMode sees every aten op below autograd, forward and backward, with input/output
+shapes. Forward pre/post hooks on each block, and tensor hooks on block outputs for the backward
+(autograd runs a block's backward after the gradient of its output is complete), say which block
+(or prologue/epilogue) an op belongs to. View-like ops are recorded too; lib.graph_ops drops them.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+from torch.utils._pytree import tree_flatten  # noqa: E402
+
+
+def _tensor_info(t) -> tuple:
+    """(shape, bytes actually backed by storage, dtype name) of a tensor (expanded views count once)."""
+    nbytes = t.numel() * t.element_size()
+    try:
+        nbytes = min(nbytes, t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):
+        pass
+    return tuple(t.shape), int(nbytes), str(t.dtype).replace("torch.", "")
+
+
+class Recorder(TorchDispatchMode):
+    """Append one record per aten call: op name, phase, region, block, tensor shapes and bytes."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+        self.phase = "fw"
+        self.where = None          # (stack, block) while inside a block, else None
+        self.seen_block = False    # a block has run in this phase (outside ops: prologue -> epilogue)
+        self.on = True
+
+    def enter(self, where):
+        self.where = where
+        self.seen_block = True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._local_scalar_dense.default and args[0].is_meta:
+            # .item() on meta has no value; answer the nominal case (checks like
+            # `(mask == 0).all()` hold for plain unpacked, unpadded input): True / 0 / 0.0
+            t = args[0]
+            return True if t.dtype == torch.bool else (0.0 if t.is_floating_point() else 0)
+        out = func(*args, **kwargs)
+        if self.on:
+            ins = [_tensor_info(a) for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+            outs = [_tensor_info(o) for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+            if self.where is not None:
+                region, stack, block = "layer", self.where[0], self.where[1]
+            else:
+                first, later = ("prologue", "epilogue") if self.phase == "fw" else ("epilogue", "prologue")
+                region, stack, block = (later if self.seen_block else first), -1, -1
+            self.records.append({"aten": str(func), "is_view": bool(func.is_view), "phase": self.phase,
+                                 "layer": region, "stack": stack, "block": block,
+                                 "ins": ins, "outs": outs})
+        return out
+
+
+def _get(module, dotted: str):
+    for part in dotted.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def _first_tensor(x):
+    if isinstance(x, torch.Tensor):
+        return x
+    for v in tree_flatten(x)[0]:
+        if isinstance(v, torch.Tensor):
+            return v
+    return None
+
+
+def _install_hooks(model, stacks, rec: Recorder) -> None:
+    """Forward: pre/post hooks set the block. Backward: tensor hooks on block outputs / first input."""
+    for s, dotted in enumerate(stacks):
+        for i, block in enumerate(_get(model, dotted)):
+            where = (s, i)
+
+            def pre(mod, args, kwargs, where=where):
+                rec.enter(where)
+                x = args[0] if args else kwargs.get("hidden_states")
+                if where[1] == 0 and isinstance(x, torch.Tensor) and x.requires_grad:
+                    x.register_hook(lambda g: setattr(rec, "where", None))  # leaving stack in bw
+
+            def post(mod, args, kwargs, out, where=where):
+                rec.where = None
+                y = _first_tensor(out)
+                if y is not None and y.requires_grad:
+                    y.register_hook(lambda g, where=where: rec.enter(where))
+
+            block.register_forward_pre_hook(pre, with_kwargs=True)
+            block.register_forward_hook(post, with_kwargs=True)
+
+
+def _switch_experts_forward(self, hidden_states, selected_experts, routing_weights):
+    """Meta-friendly Switch expert dispatch: tokens split evenly, at most expert_capacity each.
+
+    Upstream picks tokens with nonzero()/where() on the router mask (data-dependent, impossible on
+    meta). We assume balanced routing: each expert gets n_e = min(ceil(tokens / E), capacity *
+    batch) tokens, gathered, run through its MLP, scaled and index_add-ed back, as upstream does.
+    """
+    tokens, hidden = hidden_states.shape
+    n_e = min(-(-tokens // self.num_experts), self._capacity_tokens)
+    final = torch.zeros_like(hidden_states)
+    for e in range(self.num_experts):
+        top_x = torch.arange(n_e, device=hidden_states.device)
+        current = hidden_states[top_x]
+        current = self[f"expert_{e}"](current) * routing_weights[top_x]
+        final.index_add_(0, top_x, current.to(hidden_states.dtype))
+    return final
+
+
+def _gpu_dropout(input, p=0.5, training=True, inplace=False):
+    """F.dropout as CUDA runs it: one fused native_dropout kernel (meta/CPU would decompose it
+    into bernoulli_ + div_ + mul); backward is one native_dropout_backward kernel."""
+    if not training or p == 0.0:
+        return input
+    return torch.native_dropout(input, p, True)[0]
+
+
+def build_model(cfg, mode: str, depths, batch: int):
+    """The labels' model class for cfg.model_type, with `depths` blocks per stack, on meta, fp32."""
+    import transformers
+    from transformers import CONFIG_MAPPING
+
+    from .graph import ARCHS
+    inf_cls, train_cls, layer_fields, *_ = ARCHS[cfg.model_type]
+    raw = {k: v for k, v in cfg.raw.items() if k not in ("torch_dtype", "dtype", "_name_or_path")}
+    for f, d in zip(layer_fields, depths):
+        raw[f] = d
+    if cfg.model_type == "switch_transformers":
+        # keep the dense/sparse alternation: sparse layers = depth / step
+        raw["num_sparse_encoder_layers"] = depths[0] * cfg.raw.get("num_sparse_encoder_layers", 3) // cfg.num_layers[0]
+        raw["num_sparse_decoder_layers"] = depths[1] * cfg.raw.get("num_sparse_decoder_layers", 3) // cfg.num_layers[1]
+    hf_cfg = CONFIG_MAPPING[cfg.model_type].from_dict(raw)
+    hf_cfg._attn_implementation = "eager"
+    hf_cfg.use_cache = False
+    cls = getattr(transformers, inf_cls if mode == "inference" else train_cls)
+    with warnings.catch_warnings(), torch.device("meta"):
+        warnings.simplefilter("ignore")
+        model = cls(hf_cfg)
+    model = model.float()
+    model.train(mode == "training")
+    if cfg.model_type == "switch_transformers":
+        from transformers.models.switch_transformers import modeling_switch_transformers as m
+        for mod in model.modules():
+            if isinstance(mod, m.SwitchTransformersExperts):
+                mod._capacity_tokens = hf_cfg.expert_capacity * batch
+                mod.forward = _switch_experts_forward.__get__(mod)
+    return model
+
+
+def record(cfg, batch: int, seq: int, mode: str, depths) -> list:
+    """Run the reduced-depth model on meta tensors and return the recorded aten calls."""
+    model = build_model(cfg, mode, depths, batch)
+    ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    kwargs = {"input_ids": ids}
+    if cfg.model_type == "switch_transformers":
+        kwargs["decoder_input_ids"] = ids  # decoder input as long as the encoder input
+    rec = Recorder()
+    _install_hooks(model, cfg.stacks, rec)
+    grad_ctx = torch.enable_grad() if mode == "training" else torch.no_grad()
+    dropout, torch.nn.functional.dropout = torch.nn.functional.dropout, _gpu_dropout
+    try:
+        return _run(model, kwargs, mode, rec, grad_ctx)
+    finally:
+        torch.nn.functional.dropout = dropout
+
+
+def _run(model, kwargs, mode, rec, grad_ctx) -> list:
+    """Forward (and backward) under the recorder."""
+    with grad_ctx, rec:
+        out = model(**kwargs, return_dict=True)
+        if mode == "training":
+            rec.on = False
+            logits = [v for k, v in out.items() if k.endswith("logits") and isinstance(v, torch.Tensor)
+                      and v.requires_grad]
+            seeds = [torch.ones_like(t) for t in logits]  # d(sum of logits)/d(logits), not recorded
+            rec.on, rec.phase, rec.where, rec.seen_block = True, "bw", None, False
+            torch.autograd.backward(logits, seeds)
+    return rec.records

@@ -1,0 +1,121 @@
+"""Tests of lib.graph: FLOPs vs torch's FlopCounterMode, layer multiplication, hand-computed shapes."""
+import json
+
+import pandas as pd
+import pytest
+
+from lib import graph, paths
+
+TINY_GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
+             "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 128, "vocab_size": 1000}
+TINY_SWITCH = {"architectures": ["SwitchTransformersForConditionalGeneration"],
+               "model_type": "switch_transformers", "d_model": 32, "d_ff": 64, "d_kv": 8, "num_heads": 4,
+               "num_layers": 6, "num_decoder_layers": 6, "num_sparse_encoder_layers": 3,
+               "num_sparse_decoder_layers": 3, "num_experts": 4, "expert_capacity": 8, "vocab_size": 100,
+               "feed_forward_proj": "relu", "dense_act_fn": "relu"}
+KEY = ["aten", "phase", "op", "B", "M", "N", "K", "H", "bytes", "layer"]
+
+
+def _write(tmp_path, cfg, name="m"):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def _totals(df):
+    """Kernel multiset: count per (aten, phase, shape...) key, NaN-safe."""
+    return df.fillna(-1).groupby(KEY)["count"].sum().sort_index()
+
+
+def test_inference_flops_match_flop_counter(tmp_path):
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from lib.graph_capture import Recorder, build_model
+    path = _write(tmp_path, TINY_GPT2)
+    batch, seq = 3, 16
+    df = graph.capture(path, batch, seq, "inference", use_cache=False)
+    cfg = graph.load_config(path)
+    model = build_model(cfg, "inference", cfg.num_layers, batch)
+    ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    # Recorder underneath only answers .item() on meta (as in capture); the counter sees every op
+    with torch.no_grad(), Recorder(), FlopCounterMode(display=False) as counter:
+        model(input_ids=ids)
+    assert graph.summary(df)["gemm_flops"] == counter.get_total_flops()
+
+
+def test_training_flops_are_three_forwards(tmp_path):
+    # backward of every GEMM is two GEMMs of the same size (input and weight gradients)
+    path = _write(tmp_path, TINY_GPT2)
+    df = graph.capture(path, 2, 32, "training", use_cache=False)
+    gemm = df[df.op.isin(["bmm", "linear"])]
+    flops = (2 * gemm.B * gemm.M * gemm.N * gemm.K * gemm["count"]).groupby(gemm.phase).sum()
+    assert flops["bw"] == 2 * flops["fw"]
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_layer_multiplication_equals_full_depth(tmp_path, mode):
+    path = _write(tmp_path, dict(TINY_GPT2, n_layer=5))
+    reduced = graph.capture(path, 2, 16, mode, use_cache=False)
+    full = graph.capture(path, 2, 16, mode, depths=(5,), use_cache=False)
+    assert len(reduced) < len(full)
+    pd.testing.assert_series_equal(_totals(reduced), _totals(full))
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_switch_layer_multiplication_equals_full_depth(tmp_path, mode):
+    # Switch: period of 2 blocks (dense, sparse), first block special (relative position bias)
+    path = _write(tmp_path, TINY_SWITCH)
+    reduced = graph.capture(path, 1, 16, mode, use_cache=False)
+    full = graph.capture(path, 1, 16, mode, depths=(6, 6), use_cache=False)
+    assert reduced["count"].sum() == full["count"].sum()
+    pd.testing.assert_series_equal(_totals(reduced), _totals(full))
+
+
+def test_bert_large_inference_gemms():
+    df = graph.capture(paths.MODEL_CONFIGS / "bert_large.json", 8, 512, "inference", use_cache=False)
+    lin = df[(df.op == "linear") & (df.B == 1) & (df.M == 8 * 512) & (df.N == 1024) & (df.K == 1024)]
+    # Q, K, V and attention-output projections, 24 layers
+    assert lin["count"].sum() == 4 * 24
+    scores = df[(df.op == "bmm") & (df.B == 8 * 16) & (df.M == 512) & (df.N == 64) & (df.K == 512)]
+    context = df[(df.op == "bmm") & (df.B == 8 * 16) & (df.M == 512) & (df.N == 512) & (df.K == 64)]
+    assert scores["count"].sum() == 24 and context["count"].sum() == 24
+    assert set(df.layer) == {"prologue", "layer", "epilogue"}
+    assert not df.aten.str.contains(r"\.(?:view|permute|transpose|t)\.").any()
+    # sequence-classification head as in the label: pooler 1024->1024, classifier 1024->2
+    assert ((df.op == "linear") & (df.M == 8) & (df.K == 2)).any()
+
+
+def test_errors(tmp_path):
+    with pytest.raises(graph.GraphError, match=r"unknown architecture.*LlamaForCausalLM"):
+        graph.load_config(_write(tmp_path, {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
+    with pytest.raises(graph.GraphError, match=r"512.*max_position_embeddings"):
+        graph.capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 1024, "inference")
+    with pytest.raises(graph.GraphError, match="not found"):
+        graph.load_config(tmp_path / "missing.json")
+    with pytest.raises(graph.GraphError, match="n_layer"):
+        graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=0)))
+    with pytest.raises(graph.GraphError, match="mode"):
+        graph.capture(_write(tmp_path, TINY_GPT2), 1, 8, "serving")
+
+
+def test_fuse_elementwise_merges_adjacent_chain():
+    rows = [dict(aten="a", phase="fw", op="linear", B=1, H=None, count=2, layer="layer", fusable=False),
+            dict(aten="m", phase="fw", op="mulu", B=4, H=8, count=2, layer="layer", fusable=True),
+            dict(aten="t", phase="fw", op="tanh", B=4, H=8, count=2, layer="layer", fusable=True),
+            dict(aten="p", phase="fw", op="add", B=4, H=8, count=2, layer="layer", fusable=True),
+            dict(aten="q", phase="fw", op="add", B=4, H=8, count=1, layer="epilogue", fusable=True)]
+    fused = graph.fuse_elementwise(pd.DataFrame(rows))
+    assert list(fused.op) == ["linear", "tanh", "add"]
+    assert list(fused.fused) == [1, 3, 1]
+    assert fused["count"].tolist() == [2, 2, 1]
+
+
+def test_label_layer_nodes_reads_label_csv(tmp_path):
+    csv = tmp_path / "lab.csv"
+    csv.write_text("op,target,input_shapes,output_shape,fw_latency,bw_latency,Name,extra\n"
+                   "call_module,h.0.mlp,\"[[4, 8]]\",\"(4, 8)\",0.5,1.0,mlp,x\n")
+    df = graph.label_layer_nodes(csv)
+    assert list(df.columns) == ["Name", "op", "target", "input_shapes", "output_shape",
+                                "fw_latency_ms", "bw_latency_ms"]
+    assert df.fw_latency_ms.iloc[0] == 0.5
