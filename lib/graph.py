@@ -28,7 +28,13 @@ from .graph_ops import COLUMNS, EW_OPS, classify  # noqa: F401  (re-exported)
 
 GRAPH_CACHE = paths.CACHE / "graphs"
 MODES = ("inference", "training")
-CODE_VERSION = 4  # bump when the capture or the op mapping changes (invalidates the cache)
+# The cache is keyed by the source of the capture and op-mapping code, so an edit invalidates it.
+CODE_FILES = ("graph.py", "graph_ops.py", "graph_capture.py")
+
+
+def _code_hash() -> str:
+    here = Path(__file__).parent
+    return hashlib.sha256(b"".join((here / f).read_bytes() for f in CODE_FILES)).hexdigest()[:16]
 
 
 class GraphError(ValueError):
