@@ -1,0 +1,79 @@
+"""Baselines beside NeuSight (notebook 04): roofline, Habitat-style direct MLP, Li et al.
+
+roofline:  latency_ms = flops / min(intensity * mem_bw, peak)          (lib.roofline)
+habitat:   MLP(log dims, op one-hot, log spec) -> latency (lib.direct), training GPUs only.
+li:        latency_ms = a * flops + b, one (a, b) per (GPU, op), fitted on THAT GPU's own
+           training-shape measurements (split == 'train' rows of the target). It needs
+           measurements on the target, so it cannot forecast a GPU without them (OOD GPUs in
+           this dataset): its predictions there are NaN. Fit: least squares on relative
+           error, min sum ((a*flops + b - y) / y)^2, the metric the tables report.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .data import OP_CLASS, load_kernels
+from .roofline import flops_and_bytes
+from .train import TrainConfig
+
+# Habitat-style MLP size: the same budget as NeuSight's defaults (lib.predictors.DEFAULT_CONFIGS).
+HABITAT_CONFIG = {"layers": 4, "width": 128, "epochs": 40, "batch_size": 1024, "lr": 2e-3, "patience": 8}
+
+
+def habitat_predict(df: pd.DataFrame, cfg: dict | None = None) -> np.ndarray:
+    """Habitat-style direct MLP latency (ms) per row (needs dims, op and the spec columns)."""
+    cfg = dict(HABITAT_CONFIG if cfg is None else cfg)
+    max_rows = cfg.pop("max_rows", None)
+    layers = cfg.pop("layers", 8)
+    out = np.full(len(df), np.nan)
+    cls = df["op"].map(OP_CLASS).to_numpy()
+    for op_class in pd.unique(cls):
+        rows = np.flatnonzero(cls == op_class)
+        model = _habitat_model(op_class, layers, tuple(sorted(cfg.items())), max_rows)
+        out[rows] = model.predict(df.iloc[rows])
+    return out
+
+
+_HABITAT: dict = {}
+
+
+def _habitat_model(op_class, layers, cfg_items, max_rows):
+    from .direct import train_direct
+    key = (op_class, layers, cfg_items, max_rows)
+    if key not in _HABITAT:
+        _HABITAT[key] = train_direct(op_class, arch="mlp", layers=layers, cfg=TrainConfig(**dict(cfg_items)),
+                                     max_rows=max_rows)
+    return _HABITAT[key]
+
+
+def fit_li(flops: np.ndarray, latency_ms: np.ndarray) -> tuple[float, float]:
+    """(a [ms/FLOP], b [ms]) minimizing sum(((a*flops + b) - y) / y)^2."""
+    A = np.stack([flops / latency_ms, 1.0 / latency_ms], axis=1)
+    (a, b), *_ = np.linalg.lstsq(A, np.ones(len(flops)), rcond=None)
+    return float(a), float(b)
+
+
+_LI: dict = {}
+
+
+def li_coefficients(device_name: str) -> dict:
+    """{op: (a, b)} fitted on the device's own split == 'train' rows ({} when it has none)."""
+    if device_name not in _LI:
+        df = load_kernels(devices=device_name, splits="train")
+        coef = {}
+        if len(df):
+            flops, _ = flops_and_bytes(df)
+            for op, rows in df.groupby("op").indices.items():
+                coef[op] = fit_li(flops[rows], df["latency_ms"].to_numpy(float)[rows])
+        _LI[device_name] = coef
+    return _LI[device_name]
+
+
+def li_predict(df: pd.DataFrame, device_name: str) -> np.ndarray:
+    """Li et al. latency (ms) per row; NaN for ops/devices without target training measurements."""
+    coef = li_coefficients(device_name)
+    flops, _ = flops_and_bytes(df)
+    a = np.array([coef.get(op, (np.nan, np.nan))[0] for op in df["op"]])
+    b = np.array([coef.get(op, (np.nan, np.nan))[1] for op in df["op"]])
+    return a * flops + b

@@ -1,0 +1,206 @@
+"""Kernel latency on any GPU from its spec: NeuSight and the baselines, API and CLI (notebook 04).
+
+    python -m lib.kernels --device DEVICE.json --input KERNELS.csv --output PRED.csv \
+        [--method neusight|roofline|habitat|li] [--tiles spec|oracle] [--config CONFIGS.json]
+
+KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
+the others; `bytes` for op 'mem'); other columns are carried through. PRED.csv = input + pred_ms.
+--config: {op class: training config} for the NeuSight MLPs (default: lib.predictors'
+DEFAULT_CONFIGS; the trained weights are cached under build/predictors/). The result goes to the file; progress to stderr; bad input exits non-zero with one line.
+Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-bound:
+    latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .data import OP_CLASS
+from .devices import Device, DeviceError, device_by_name, load_device
+from .features import add_features
+from .roofline import add_roofline
+from .tiles import GEMM_OPS
+
+METHODS = ("neusight", "roofline", "habitat", "li")
+TILES = ("spec", "oracle", "autotune", "classifier")
+SPEC_TILES = "autotune"          # what tiles='spec' means (chosen in notebook 04 on ID validation)
+MEM_OP = "mem"
+KNOWN_OPS = (*OP_CLASS, MEM_OP)
+GEMM_DIMS = ("B", "M", "N", "K")
+VEC_DIMS = ("B", "H")
+
+
+class KernelInputError(ValueError):
+    """A kernel table that cannot be predicted; the message names the column or op."""
+
+
+def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
+    """Validated copy of a kernel table: known ops, required positive dims per op kind."""
+    if "op" not in df.columns:
+        raise KernelInputError("missing column 'op' (or 'OPName')")
+    ops = df["op"].astype(str)
+    unknown = sorted(set(ops) - set(KNOWN_OPS))
+    if unknown:
+        raise KernelInputError(f"unknown op(s) {unknown[:5]}; known: {', '.join(KNOWN_OPS)}")
+    out = df.copy()
+    out["op"] = ops
+    gemm = ops.isin(GEMM_OPS).to_numpy()
+    mem = (ops == MEM_OP).to_numpy()
+    for rows, dims, what in ((gemm, GEMM_DIMS, "bmm/linear"), (~gemm & ~mem, VEC_DIMS, "vector ops"),
+                             (mem, ("bytes",), "op 'mem'")):
+        if not rows.any():
+            continue
+        for col in dims:
+            if col not in out.columns:
+                raise KernelInputError(f"missing column '{col}' (needed by {what})")
+            x = pd.to_numeric(out[col], errors="coerce").to_numpy(float)
+            bad = rows & ~(np.isfinite(x) & (x >= 0 if col == "bytes" else x > 0))
+            if bad.any():
+                raise KernelInputError(f"column '{col}' must be a positive number for {what} "
+                                       f"(row {int(np.flatnonzero(bad)[0])})")
+    for col in ("B", "M", "N", "K", "H", "bytes"):
+        out[col] = pd.to_numeric(out[col], errors="coerce") if col in out.columns else np.nan
+    return out
+
+
+def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:
+    out = df.copy()
+    for k, v in device.spec_columns().items():
+        out[k] = v
+    return out
+
+
+def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None) -> np.ndarray:
+    from .predictors import predict_featured
+    from .tile_choice import autotune_tiles, classify_tiles
+    predict = lambda feat: predict_featured(feat, cfg_by_class)
+    if tiles == "oracle":
+        if "kernel_name" not in df.columns:
+            raise KernelInputError("tiles='oracle' needs a 'kernel_name' column (the target's profiled kernels)")
+        return predict(add_features(df, tiles="oracle"))
+    tiles = SPEC_TILES if tiles == "spec" else tiles
+    gemm = df["op"].isin(GEMM_OPS).to_numpy()
+    out = np.full(len(df), np.nan)
+    g = df[gemm].assign(tile_m=np.nan, tile_n=np.nan)
+    if gemm.any() and tiles == "autotune":
+        g["tile_m"], g["tile_n"], out[gemm] = autotune_tiles(g, predict)
+    elif gemm.any():
+        g["tile_m"], g["tile_n"] = classify_tiles(g)
+        out[gemm] = predict(add_features(g, tiles="given"))
+    if (~gemm).any():
+        out[~gemm] = predict(add_features(df[~gemm].assign(tile_m=np.nan, tile_n=np.nan), tiles="given"))
+    return out
+
+
+def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", tiles: str = "spec",
+                    cfg_by_class: dict | None = None) -> np.ndarray:
+    """Latency (ms) per row on `device`, read from its spec (+ training-GPU data) only.
+
+    df: columns op, B, M, N, K, H (and 'bytes' for op 'mem'; 'kernel_name' for tiles='oracle').
+    method: neusight | roofline | habitat | li (li: NaN where the device has no training rows).
+    tiles (neusight): spec (= SPEC_TILES) | autotune | classifier | oracle (target's kernel names).
+    """
+    if method not in METHODS:
+        raise KernelInputError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if tiles not in TILES:
+        raise KernelInputError(f"unknown tiles {tiles!r}; known: {', '.join(TILES)}")
+    df = _with_spec(check_kernels(df).reset_index(drop=True), device)
+    out = np.full(len(df), np.nan)
+    mem = (df["op"] == MEM_OP).to_numpy()
+    # latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
+    out[mem] = df.loc[mem, "bytes"].to_numpy(float) / (device.mem_bw_gbps * 1e6)
+    rest = df[~mem]
+    if len(rest) == 0:
+        return out
+    if method == "roofline":
+        out[~mem] = add_roofline(rest)["roofline_ms"].to_numpy()
+    elif method == "habitat":
+        from .baselines import habitat_predict
+        out[~mem] = habitat_predict(rest)
+    elif method == "li":
+        from .baselines import li_predict
+        out[~mem] = li_predict(rest, device.name)
+    else:
+        out[~mem] = _neusight(rest, tiles, cfg_by_class)
+    return out
+
+
+def predict_by_device(df: pd.DataFrame, method: str = "neusight", tiles: str = "spec",
+                      cfg_by_class: dict | None = None, habitat_cfg: dict | None = None) -> np.ndarray:
+    """predict_kernels over a table with a 'device' column (e.g. load_kernels()), one device at a time."""
+    out = np.full(len(df), np.nan)
+    for name, rows in df.groupby("device").indices.items():
+        part = df.iloc[rows]
+        if method == "habitat" and habitat_cfg is not None:
+            from .baselines import habitat_predict
+            out[rows] = habitat_predict(_with_spec(check_kernels(part), device_by_name(name)), habitat_cfg)
+        else:
+            out[rows] = predict_kernels(part, device_by_name(name), method, tiles, cfg_by_class)
+    return out
+
+
+def _read_config(path: str) -> dict:
+    """{op class: config dict} from a JSON file, checked against lib.predictors' config fields."""
+    from .predictors import OP_CLASSES, PredictorError, make_config
+    try:
+        raw = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise KernelInputError(f"{path}: config file not found") from None
+    except json.JSONDecodeError as e:
+        raise KernelInputError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(raw, dict) or not set(raw) <= set(OP_CLASSES):
+        raise KernelInputError(f"{path}: expected an object keyed by op class ({', '.join(OP_CLASSES)})")
+    try:
+        for cfg in raw.values():
+            make_config(cfg)
+    except (PredictorError, TypeError) as e:
+        raise KernelInputError(f"{path}: {e}") from None
+    return raw
+
+
+def _read_kernels(path: str) -> pd.DataFrame:
+    """The input CSV as it is (columns carried through), or a KernelInputError naming the file."""
+    try:
+        return pd.read_csv(path)
+    except FileNotFoundError:
+        raise KernelInputError(f"{path}: input file not found") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise KernelInputError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lib.kernels", description=__doc__.splitlines()[0])
+    ap.add_argument("--device", required=True, help="device JSON (dataset format)")
+    ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K or B,H")
+    ap.add_argument("--output", required=True, help="where to write the input + pred_ms")
+    ap.add_argument("--method", default="neusight", choices=METHODS)
+    ap.add_argument("--tiles", default="spec", choices=TILES)
+    ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
+    args = ap.parse_args(argv)
+    try:
+        device = load_device(args.device)
+        cfg_by_class = _read_config(args.config) if args.config else None
+        table = _read_kernels(args.input)
+        kernels = table.rename(columns={"OPName": "op"}) if "op" not in table.columns else table
+        try:
+            pred = predict_kernels(kernels, device, args.method, args.tiles, cfg_by_class)
+        except KernelInputError as e:
+            raise KernelInputError(f"{args.input}: {e}") from None
+        if args.method == "li" and np.isnan(pred).any():
+            print(f"note: Li et al. fits on measurements of the target itself; {device.name} has none "
+                  f"for some ops, whose pred_ms is NaN", file=sys.stderr)
+        table.assign(pred_ms=pred).to_csv(args.output, index=False)
+    except (KernelInputError, DeviceError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(table)} predictions to {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

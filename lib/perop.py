@@ -1,0 +1,103 @@
+"""Per-op evaluation tables: every method on the held-out kernels, MAPE per class x split (notebook 04).
+
+Splits (DESIGN.md): test_id = held-out shapes on the training GPUs; test_ood = GPUs never
+trained on. Li et al. is fitted on the target's own training-shape measurements, so it has no
+OOD predictions in this dataset (NaN).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import paths
+from .data import OP_CLASSES, load_kernels
+from .features import add_features
+from .kernels import predict_by_device
+from .metrics import ape
+
+# column -> (label, method, tiles)
+VARIANTS = {
+    "pred_neusight": ("NeuSight (spec-only tiles)", "neusight", "spec"),
+    "pred_neusight_autotune": ("NeuSight (autotuned tiles)", "neusight", "autotune"),
+    "pred_neusight_classifier": ("NeuSight (classifier tiles)", "neusight", "classifier"),
+    "pred_neusight_oracle": ("NeuSight (oracle tiles, target's kernel names)", "neusight", "oracle"),
+    "pred_roofline": ("Roofline", "roofline", "spec"),
+    "pred_habitat": ("Habitat-style MLP", "habitat", "spec"),
+    "pred_li": ("Li et al. (fits target measurements)", "li", "spec"),
+}
+SPLIT_LABEL = {"test_id": "in-distribution", "test_ood": "OOD"}
+PAPER_METHODS = {"Roofline": "Roofline", "Habitat": "Habitat-style MLP", "Li et al.": "Li et al. (fits target measurements)",
+                 "NeuSight": "NeuSight (oracle tiles, target's kernel names)"}
+PAPER_CLASS = {"BMM": "BMM", "FC": "FC", "EW": "EW", "Softmax": "SOFTMAX", "LN": "LN"}
+
+
+def test_table(max_rows_per_class: int | None = None, seed: int = 0) -> pd.DataFrame:
+    """Held-out kernels (test_id + test_ood), optionally a seeded subsample per op class and split."""
+    df = load_kernels(splits=["test_id", "test_ood"])
+    if max_rows_per_class is not None:
+        shuffled = df.sample(frac=1.0, random_state=seed)
+        df = shuffled[shuffled.groupby(["op_class", "split"]).cumcount() < max_rows_per_class]
+    return df.sort_index().reset_index(drop=True)
+
+
+def predict_all(df: pd.DataFrame, columns=tuple(VARIANTS), cfg_by_class: dict | None = None,
+                habitat_cfg: dict | None = None) -> pd.DataFrame:
+    """df plus one pred_* column per variant (see VARIANTS), each predicted device by device."""
+    out = df.copy()
+    for col in columns:
+        _, method, tiles = VARIANTS[col]
+        out[col] = predict_by_device(df, method, tiles, cfg_by_class, habitat_cfg)
+    return out
+
+
+def mape_table(df: pd.DataFrame, columns) -> pd.DataFrame:
+    """MAPE (%) with rows = method label, columns = (split label, op class); NaN where no prediction."""
+    rows = {}
+    for col in columns:
+        err = pd.Series(ape(df[col], df["latency_ms"]), index=df.index)
+        rows[VARIANTS[col][0]] = err.groupby([df["split"].map(SPLIT_LABEL), df["op_class"]]).mean()
+    tab = pd.DataFrame(rows).T
+    order = [(s, c) for s in SPLIT_LABEL.values() for c in OP_CLASSES if (s, c) in tab.columns]
+    return tab[order]
+
+
+def paper_table() -> pd.DataFrame:
+    """The paper's per-op MAPE (%) from summary/perop.csv, shaped like mape_table."""
+    raw = pd.read_csv(paths.SUMMARY / "perop.csv", header=None, dtype=str, names=range(12))
+    # two header rows: the split ('In Distribution' / 'Out of Distribution', spanning), the class
+    split = raw.iloc[0, 1:].ffill()
+    cols = [(("in-distribution" if str(s).startswith("In") else "OOD"), PAPER_CLASS[c])
+            for s, c in zip(split, raw.iloc[1, 1:]) if c in PAPER_CLASS]
+    keep = [i + 1 for i, c in enumerate(raw.iloc[1, 1:]) if c in PAPER_CLASS]
+    body = raw.iloc[2:, keep].astype(float)
+    body.columns = pd.MultiIndex.from_tuples(cols)
+    body.index = [f"paper: {PAPER_METHODS.get(m, m)}" for m in raw.iloc[2:, 0]]
+    return body
+
+
+def long_table(ours: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """One row per (source, method, split, op class, mape_pct), ours and the paper's, for save_table."""
+    frames = []
+    for source, tab in (("ours", ours), ("paper", paper)):
+        t = tab.stack([0, 1], future_stack=True).rename("mape_pct").reset_index()
+        t.columns = ["method", "split", "op_class", "mape_pct"]
+        t.insert(0, "source", source)
+        frames.append(t)
+    return pd.concat(frames, ignore_index=True)
+
+
+def error_by(df: pd.DataFrame, col: str, by: str) -> pd.DataFrame:
+    """MAPE (%) and row count of one prediction column per group: 'device', 'waves' or 'size'."""
+    err = pd.Series(ape(df[col], df["latency_ms"]), index=df.index)
+    if by == "device":
+        key = df["device"]
+    elif by in ("waves", "size"):
+        feat = add_features(df)
+        x = feat["num_waves"] if by == "waves" else feat["flops"].where(df["op_class"].isin(["BMM", "FC"]), feat["bytes"])
+        edges = [0, 1, 4, 16, 64, 256, np.inf] if by == "waves" else None
+        key = (pd.cut(x, edges, right=True) if edges else pd.qcut(np.log10(x), 5, duplicates="drop"))
+    else:
+        raise ValueError(f"error_by: by must be device, waves or size, got {by!r}")
+    return (pd.DataFrame({"ape": err, "key": key, "op_class": df["op_class"], "split": df["split"]})
+            .groupby(["split", "op_class", "key"], observed=True)["ape"].agg(mape_pct="mean", rows="size")
+            .reset_index().rename(columns={"key": by}))

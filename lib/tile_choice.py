@@ -1,0 +1,77 @@
+"""GEMM tiles without the target GPU's kernel names: spec-only tile choice (notebook 04).
+
+The paper read GEMM tiles from kernel names profiled on the target GPU ("oracle" tiles). A
+forecast may not: it knows the target's spec and the training GPUs' data only. Two choices:
+  autotune:   among the tiles the libraries use on the training GPUs
+              (lib.tiles.GEMM_TILE_CANDIDATES), take the one the NeuSight model predicts
+              fastest, as cuBLAS' heuristics / an autotuner would:  tile = argmin_t latency(t).
+  classifier: a decision forest over log(B, M, N, K), the op and the log spec (num_sm, peak,
+              bandwidth, L2, memory) trained to reproduce the training GPUs' oracle tiles.
+Vector ops (EW, softmax, LN) need no choice: lib.tiles.vec_tile is a spec-only launch rule.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .data import load_kernels
+from .features import add_features
+from .tiles import GEMM_OPS, GEMM_TILE_CANDIDATES, gemm_tile_from_name
+
+CANDIDATES = np.array(sorted(GEMM_TILE_CANDIDATES), dtype=float)     # (C, 2): tile_m, tile_n
+SPEC_COLS = ("num_sm", "peak_gflops", "mem_bw_gbps", "l2_mb", "mem_gb")
+TILE_METHODS = ("autotune", "classifier")
+FOREST_TREES = 30
+FOREST_MIN_LEAF = 5
+
+
+def autotune_tiles(df: pd.DataFrame, predict_featured) -> tuple[np.ndarray, np.ndarray]:
+    """(tile_m, tile_n, pred_ms) per GEMM row: the candidate with the lowest predicted latency.
+
+    predict_featured(feat) -> ms over a featured table (lib.predictors.predict_featured).
+    """
+    n, c = len(df), len(CANDIDATES)
+    rep = df.loc[df.index.repeat(c)].reset_index(drop=True)
+    rep["tile_m"] = np.tile(CANDIDATES[:, 0], n)
+    rep["tile_n"] = np.tile(CANDIDATES[:, 1], n)
+    pred = predict_featured(add_features(rep, tiles="given")).reshape(n, c)
+    pred = np.where(np.isfinite(pred) & (pred > 0), pred, np.inf)
+    best = np.argmin(pred, axis=1)
+    return CANDIDATES[best, 0], CANDIDATES[best, 1], pred[np.arange(n), best]
+
+
+def classifier_inputs(df: pd.DataFrame) -> np.ndarray:
+    """log B, M, N, K, is_linear and the log spec, one row per GEMM kernel."""
+    cols = [np.log(df[c].to_numpy(float)) for c in ("B", "M", "N", "K")]
+    cols.append((df["op"].to_numpy() == "linear").astype(float))
+    cols += [np.log(df[c].to_numpy(float)) for c in SPEC_COLS]
+    return np.stack(cols, axis=1)
+
+
+_FOREST: dict = {}
+
+
+def tile_classifier(seed: int = 0, max_rows: int | None = None):
+    """A random forest: GEMM shape + spec -> oracle tile index into CANDIDATES (training GPUs only)."""
+    key = (seed, max_rows)
+    if key in _FOREST:
+        return _FOREST[key]
+    from sklearn.ensemble import RandomForestClassifier
+    df = load_kernels(ops=list(GEMM_OPS), splits="train")
+    if max_rows is not None and max_rows < len(df):
+        df = df.sample(n=max_rows, random_state=seed)
+    parsed = df["kernel_name"].map(gemm_tile_from_name)
+    index = {tuple(t): i for i, t in enumerate(CANDIDATES.astype(int).tolist())}
+    label = parsed.map(lambda t: index.get(t, -1) if t else -1).to_numpy()
+    keep = label >= 0
+    forest = RandomForestClassifier(n_estimators=FOREST_TREES, min_samples_leaf=FOREST_MIN_LEAF,
+                                    random_state=seed, n_jobs=1)
+    forest.fit(classifier_inputs(df[keep]), label[keep])
+    _FOREST[key] = forest
+    return forest
+
+
+def classify_tiles(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(tile_m, tile_n) per GEMM row, predicted by the tile classifier."""
+    idx = tile_classifier().predict(classifier_inputs(df))
+    return CANDIDATES[idx, 0], CANDIDATES[idx, 1]

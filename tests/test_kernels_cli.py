@@ -1,0 +1,102 @@
+"""python -m lib.kernels (DESIGN.md contract) and lib.kernels.predict_kernels, with tiny predictors."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import paths
+from lib.devices import load_device
+from lib.kernels import KernelInputError, predict_kernels
+
+TINY = {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}
+L4 = paths.DEVICE_CONFIGS / "NVIDIA_L4.json"
+H200 = paths.DEVICES_ADDED / "NVIDIA_H200.json"
+KERNELS = pd.DataFrame({
+    "OPName": ["bmm", "linear", "add", "gelu", "softmax", "ln"],
+    "B": [8, 1, 64, 64, 128, 128], "M": [512, 1024, None, None, None, None],
+    "N": [64, 4096, None, None, None, None], "K": [512, 1024, None, None, None, None],
+    "H": [None, None, 4096, 4096, 512, 1024], "note": list("abcdef")})
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cfg") / "tiny.json"
+    path.write_text(json.dumps({c: TINY for c in ("BMM", "FC", "EW", "SOFTMAX", "LN")}))
+    return path
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "lib.kernels", *map(str, args)], capture_output=True,
+                          text=True, cwd=paths.ROOT, timeout=120)
+
+
+@pytest.mark.parametrize("device", [L4, H200], ids=["L4", "H200"])
+def test_cli_predicts_for_a_device_without_measurements(device, tiny_config, tmp_path):
+    inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
+    KERNELS.to_csv(inp, index=False)
+    r = cli("--device", device, "--input", inp, "--output", out, "--config", tiny_config)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    pred = pd.read_csv(out)
+    assert list(pred.columns) == [*KERNELS.columns, "pred_ms"]
+    assert list(pred["note"]) == list("abcdef")
+    assert np.all(np.isfinite(pred["pred_ms"]) & (pred["pred_ms"] > 0))
+
+
+def test_cli_roofline_by_hand(tmp_path):
+    inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
+    pd.DataFrame({"OPName": ["bmm"], "B": [1], "M": [4096], "N": [4096], "K": [4096]}).to_csv(inp, index=False)
+    assert cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline").returncode == 0
+    # 2*4096^3 FLOP; intensity = 2*4096^3 / (4*3*4096^2) = 682.7 FLOP/B -> compute bound at 31334 GFLOP/s
+    expected_ms = 2 * 4096 ** 3 / 31334e9 * 1e3
+    assert pd.read_csv(out)["pred_ms"].iloc[0] == pytest.approx(expected_ms, rel=1e-9)
+
+
+def test_cli_li_cannot_forecast_an_ood_gpu(tmp_path):
+    inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
+    KERNELS.to_csv(inp, index=False)
+    r = cli("--device", H200, "--input", inp, "--output", out, "--method", "li")
+    assert r.returncode == 0, r.stderr
+    assert pd.read_csv(out)["pred_ms"].isna().all()
+    assert "measurements of the target" in r.stderr
+
+
+@pytest.mark.parametrize("table, message", [
+    (pd.DataFrame({"OPName": ["conv2d"], "B": [1], "H": [4]}), "unknown op"),
+    (pd.DataFrame({"OPName": ["bmm"], "B": [1], "M": [4], "N": [4]}), "missing column 'K'"),
+    (pd.DataFrame({"OPName": ["add"], "B": [1], "H": [-4]}), "column 'H' must be a positive"),
+    (pd.DataFrame({"B": [1], "H": [4]}), "missing column 'op'"),
+], ids=["unknown-op", "missing-column", "negative-dim", "no-op-column"])
+def test_cli_bad_input_one_line(table, message, tmp_path):
+    inp = tmp_path / "k.csv"
+    table.to_csv(inp, index=False)
+    r = cli("--device", L4, "--input", inp, "--output", tmp_path / "p.csv", "--method", "roofline")
+    assert r.returncode != 0
+    assert message in r.stderr and str(inp) in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_cli_bad_device(tmp_path):
+    inp, dev = tmp_path / "k.csv", tmp_path / "dev.json"
+    KERNELS.to_csv(inp, index=False)
+    dev.write_text(json.dumps({"Device": "X", "Dev_Mem": 1}))
+    for device, message in ((dev, "missing field"), (tmp_path / "nope.json", "not found")):
+        r = cli("--device", device, "--input", inp, "--output", tmp_path / "p.csv")
+        assert r.returncode != 0 and message in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_api_mem_kernels_are_bandwidth_bound():
+    dev = load_device(H200)
+    df = pd.DataFrame({"op": ["mem", "mem"], "bytes": [4.8e9, 0.0]})
+    # 4.8e9 B at 4800 GB/s = 1 ms
+    assert np.allclose(predict_kernels(df, dev, method="neusight"), [1.0, 0.0])
+
+
+def test_api_rejects_unknown_method():
+    with pytest.raises(KernelInputError, match="unknown method"):
+        predict_kernels(KERNELS.rename(columns={"OPName": "op"}), load_device(L4), method="magic")

@@ -1,0 +1,78 @@
+"""NeuSight utilization predictors: the formula by hand, training, caching (tiny configs)."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lib import paths, predictors as P
+from lib.baselines import fit_li
+from lib.data import OP_CLASSES
+
+TINY = {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}
+
+
+def test_utilization_and_latency_by_hand():
+    # alpha = 0.8, beta = 0.4, 2 waves: utilization = 0.8 - 0.4 / 2 = 0.6
+    assert P.utilization(0.8, 0.4, 2.0) == pytest.approx(0.6)
+    # 4 waves x 2e9 FLOP per tile at 1e12 FLOP/s per SM and utilization 0.5: 4*2e9/(1e12*0.5) s = 16 ms
+    assert P.latency_ms(4.0, 2e9, 1e12, 0.5) == pytest.approx(16.0)
+    alpha, beta = P.alpha_beta(torch.tensor([[0.0, 0.0]]))
+    assert alpha.item() == pytest.approx(0.5) and beta.item() == pytest.approx(0.25)
+
+
+def test_predict_ms_follows_the_formula():
+    model = P.UtilizationMLP(5, 1, 4)
+    x = torch.randn(3, 5)
+    batch = {"x": x, "waves": torch.tensor([1.0, 3.0, 10.0]), "flops_per_tile": torch.tensor([1.0, 2.0, 0.5]),
+             "bound_per_sm": torch.tensor([100.0, 50.0, 10.0])}
+    z = model(x).detach()
+    a = torch.sigmoid(z[:, 0])
+    b = a * torch.sigmoid(z[:, 1])
+    util = a - b / batch["waves"]
+    expected = batch["waves"] * batch["flops_per_tile"] / (batch["bound_per_sm"] * util) * 1e3
+    assert torch.allclose(P._predict_ms(model, batch).detach(), expected)
+    assert torch.all((util > 0) & (util < 1))
+
+
+def test_training_is_cached(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    first = P.train_predictor("LN", TINY)
+    second = P.train_predictor("LN", TINY)
+    assert first.info["cached"] is False and second.info["cached"] is True
+    assert len(list((tmp_path / "predictors").glob("neusight-LN-*.pt"))) == 1
+    for p1, p2 in zip(first.model.parameters(), second.model.parameters()):
+        assert torch.equal(p1, p2)
+    feat = P.training_table("LN", 50)
+    assert np.allclose(first.predict(feat), second.predict(feat))
+
+
+def test_train_all_reports_seconds_per_class(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    secs = P.train_all({c: TINY for c in OP_CLASSES})
+    assert set(secs) == set(OP_CLASSES)
+    assert all(s > 0 for s in secs.values())
+
+
+def test_predictions_positive_and_inputs_clipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    p = P.train_predictor("SOFTMAX", TINY)
+    feat = P.training_table("SOFTMAX", 20)
+    big = feat.copy()
+    big["f_l2"] = 1e3   # far outside the training range: clipped to it
+    clipped = big.copy()
+    clipped["f_l2"] = p.hi[list(P.input_names("SOFTMAX")).index("f_l2")]
+    assert np.all(p.predict(feat) > 0)
+    assert np.allclose(p.predict(big), p.predict(clipped))
+
+
+def test_bad_config_names_the_key():
+    with pytest.raises(P.PredictorError, match="unknown predictor config key"):
+        P.make_config({"layerz": 2})
+    with pytest.raises(P.PredictorError, match="op_class"):
+        P.input_names("CONV")
+
+
+def test_li_fit_recovers_a_line():
+    flops = np.array([1e6, 1e7, 1e8, 1e9])
+    a, b = fit_li(flops, 2e-9 * flops + 0.01)
+    assert a == pytest.approx(2e-9) and b == pytest.approx(0.01)
