@@ -1,0 +1,188 @@
+"""Per-layer diagnosis of forecasts against the label CSVs, and calibrations fitted on training GPUs only (notebook 05).
+
+A label CSV lists the torch.fx nodes of the prologue, ONE transformer layer and the epilogue with
+their measured forward and backward latencies. Each node gets an op class (FC, BMM, EW, SOFTMAX,
+LN, MEM, or NONE for python-level nodes that launch no kernel: size, getitem, view ...), so the
+measured time of one layer per (phase, class) can be set beside the forecast's:
+    predicted_layer_ms[phase, class] = sum over captured rows in the layer stack of
+                                       pred_ms * count / num_layer.
+Calibrations read only the training GPUs' label CSVs (lib.devices.TRAIN_GPUS_NVIDIA); the set of
+devices a fit read is returned with it, so a test can check that no target GPU was used.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from .data import OP_CLASS
+
+CLASSES = ("FC", "BMM", "EW", "SOFTMAX", "LN", "MEM")
+_FC_MODULES = re.compile(r"^(dense|classifier|decoder|fc\d+|[qkv]_proj|query|key|value|out_proj|"
+                         r"lm_head|seq_relationship|c_attn|c_proj|c_fc|w[io]|[qkvo])$")
+_LN_MODULES = re.compile(r"(LayerNorm|layer_norm|^ln_\w+|^ln\d*$)")
+_MEM_MODULES = re.compile(r"(dropout|^drop$|embed|^wte$|^wpe$)")
+_EW_MODULES = re.compile(r"^(activation|activation_fn|act|gelu|relu|intermediate_act_fn)$")
+_EW_FUNCS = ("add", "sub", "mul", "truediv", "pow", "tanh", "gelu", "where", "masked_fill", "relu")
+# Nodes that are part of the transformer layer repeated num_layer times (layer 0 in the CSV).
+_LAYER0 = re.compile(r"(?:layer|_h|layers|block)_0_")
+
+
+def _numel(shape_text) -> int:
+    """Elements of an fx output shape written as '(1, 1024, 1280)'."""
+    try:
+        shape = ast.literal_eval(str(shape_text))
+    except (ValueError, SyntaxError):
+        return 0
+    if isinstance(shape, int):
+        return shape
+    return math.prod(shape) if isinstance(shape, tuple) and all(isinstance(s, int) for s in shape) else 0
+
+
+def node_class(op: str, target: str, output_shape) -> str:
+    """Op class of one fx node of a label CSV (NONE: launches no kernel of its own)."""
+    target = str(target)
+    if op == "call_module":
+        name = target.split(".")[-1]
+        for cls, pat in (("LN", _LN_MODULES), ("MEM", _MEM_MODULES), ("FC", _FC_MODULES),
+                         ("EW", _EW_MODULES)):
+            if pat.search(name):
+                return cls
+        return "NONE"
+    if op not in ("call_function", "call_method"):
+        return "NONE"
+    base = re.sub(r" of type object.*| at 0x.*|<built-in (function|method) |<function |>", "", target).strip()
+    if base in ("matmul", "bmm", "baddbmm"):
+        return "BMM"
+    if base in ("addmm", "linear"):
+        return "FC"
+    if base == "softmax":
+        return "SOFTMAX"
+    if _numel(output_shape) <= 1:
+        return "NONE"
+    if base in ("dropout", "embedding", "contiguous", "cumsum"):
+        return "MEM"
+    if base.rstrip("_") in _EW_FUNCS:
+        return "EW"
+    return "NONE"
+
+
+def label_nodes(csv_path) -> pd.DataFrame:
+    """Nodes of a label CSV with `cls` (op class) and `part` (prologue | layer | epilogue)."""
+    from .graph import label_layer_nodes
+    nodes = label_layer_nodes(csv_path)
+    nodes["cls"] = [node_class(o, t, s) for o, t, s in
+                    zip(nodes["op"], nodes["target"], nodes["output_shape"])]
+    idx = np.flatnonzero(nodes["Name"].astype(str).str.contains(_LAYER0).to_numpy())
+    part = np.array(["prologue"] * len(nodes), dtype=object)
+    if len(idx):
+        part[idx[0]:idx[-1] + 1] = "layer"
+        part[idx[-1] + 1:] = "epilogue"
+    nodes["part"] = part
+    return nodes
+
+
+def measured_layer(csv_path) -> pd.DataFrame:
+    """Measured ms of ONE layer per (phase, cls) from a label CSV (NONE nodes dropped)."""
+    n = label_nodes(csv_path)
+    n = n[(n["part"] == "layer") & (n["cls"] != "NONE")]
+    fw = n.groupby("cls")["fw_latency_ms"].sum()
+    bw = n.groupby("cls")["bw_latency_ms"].sum()
+    out = pd.concat([fw.rename("fw"), bw.rename("bw")], axis=1).reindex(CLASSES).fillna(0.0)
+    return out.stack().rename("meas_ms").rename_axis(["cls", "phase"]).reset_index()
+
+
+def kernel_class(op) -> np.ndarray:
+    """Op class per captured kernel row ('mem' -> MEM)."""
+    return np.array([OP_CLASS.get(o, "MEM") for o in op], dtype=object)
+
+
+def predicted_layer(table: pd.DataFrame, num_layer: int) -> pd.DataFrame:
+    """Predicted ms of ONE layer per (phase, cls) from a predicted kernel table (lib.forecast.predict_table)."""
+    t = table[table["layer"] == "layer"]
+    t = t.assign(cls=kernel_class(t["op"]), ms=t["total_ms"] / max(num_layer, 1))
+    out = t.groupby(["cls", "phase"])["ms"].sum().rename("pred_ms")
+    idx = pd.MultiIndex.from_product([CLASSES, ["fw", "bw"]], names=["cls", "phase"])
+    return out.reindex(idx).fillna(0.0).reset_index()
+
+
+# ------------------------------------------------------------------ end-to-end calibration
+
+# Groups of a kernel table that get one factor each: forward kernels by op class, all backward
+# kernels together (the training GPUs have only three training labels, too few for more).
+GROUPS = (*CLASSES, "bw")
+# Ridge weight pulling every factor toward 1 (no correction) in the fit below.
+RIDGE = 0.1
+FACTOR_BOUNDS = (0.2, 5.0)
+
+
+def calibration_group(table: pd.DataFrame) -> np.ndarray:
+    """Group per kernel row: 'bw' for backward rows, else the forward row's op class."""
+    return np.where(table["phase"].to_numpy() == "bw", "bw", kernel_class(table["op"]))
+
+
+def group_totals(table: pd.DataFrame) -> np.ndarray:
+    """Predicted ms of a whole pass per calibration group (order of GROUPS)."""
+    g = calibration_group(table)
+    tot = table["total_ms"].to_numpy(float)
+    return np.array([tot[g == k].sum() for k in GROUPS])
+
+
+# The fit: factors f_g >= 0 minimizing, over the training GPUs' plain end-to-end labels l,
+#     sum_l (sum_g f_g * pred_lg / meas_l - 1)^2  +  RIDGE * sum_g (f_g - 1)^2
+# (relative error of the calibrated forecast, the metric of the tables, shrunk toward 1).
+def fit_factors(pred_by_group: np.ndarray, meas_ms: np.ndarray, ridge: float = RIDGE) -> np.ndarray:
+    """Calibration factors (one per group) from predicted group totals (labels x groups) and measurements."""
+    from scipy.optimize import lsq_linear
+    n = pred_by_group.shape[1]
+    a = np.vstack([pred_by_group / meas_ms[:, None], np.sqrt(ridge) * np.eye(n)])
+    b = np.concatenate([np.ones(len(meas_ms)), np.sqrt(ridge) * np.ones(n)])
+    return lsq_linear(a, b, bounds=FACTOR_BOUNDS).x
+
+
+def training_labels() -> pd.DataFrame:
+    """Plain (non-fused, single-GPU) end-to-end labels of the NVIDIA training GPUs only."""
+    from .devices import TRAIN_GPUS_NVIDIA
+    from .labels import load_labels
+    labels = load_labels()
+    keep = labels["device"].isin(TRAIN_GPUS_NVIDIA) & (labels["option"] == "")
+    return labels[keep].reset_index(drop=True)
+
+
+def fit_e2e_calibration(method: str = "neusight", tiles: str = "spec", cfg_by_class: dict | None = None,
+                        ridge: float = RIDGE) -> dict:
+    """{"factors": {group: f}, "devices": [names read], "labels": n} fitted on training-GPU labels only."""
+    from .forecast import predict_table
+    from .graph import capture
+    from .labels import device_file_of_folder
+    from .devices import load_device
+    from . import paths
+    labels = training_labels()
+    rows = []
+    for r in labels.itertuples():
+        kernels = capture(paths.MODEL_CONFIGS / f"{r.model}.json", r.batch, r.seq, r.mode)
+        table = predict_table(kernels, load_device(device_file_of_folder(r.gpu)), method, tiles, cfg_by_class)
+        rows.append(group_totals(table))
+    f = fit_factors(np.array(rows), labels["e2e_ms"].to_numpy(float), ridge)
+    return {"factors": dict(zip(GROUPS, map(float, f))), "devices": sorted(labels["device"].unique()),
+            "labels": int(len(labels)), "ridge": ridge}
+
+
+def layer_diagnosis(labels: pd.DataFrame, method: str = "neusight", tiles: str = "spec",
+                    cfg_by_class: dict | None = None) -> pd.DataFrame:
+    """Measured vs predicted ms of ONE layer per (label, phase, cls) for labels that have a CSV."""
+    from . import paths
+    from .devices import load_device
+    from .forecast import forecast_table
+    from .labels import device_file_of_folder
+    rows = []
+    for r in labels[labels["csv"] != ""].itertuples():
+        table = forecast_table(paths.MODEL_CONFIGS / f"{r.model}.json", load_device(device_file_of_folder(r.gpu)),
+                               r.batch, r.seq, r.mode, method=method, tiles=tiles, cfg_by_class=cfg_by_class)
+        d = measured_layer(r.csv).merge(predicted_layer(table, r.num_layer), on=["cls", "phase"])
+        rows.append(d.assign(device=r.device, model=r.model, mode=r.mode, batch=r.batch, seq=r.seq))
+    out = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    return out[(out["meas_ms"] > 0) | (out["pred_ms"] > 0)].reset_index(drop=True) if len(out) else out

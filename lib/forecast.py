@@ -1,0 +1,229 @@
+"""End-to-end latency of a model on a GPU: captured kernels -> predicted kernels -> sum (notebook 05).
+
+    python -m lib.forecast --model MODEL_CONFIG.json --device DEVICE.json --batch B --seq S \
+        --mode inference|training [--fusion] [--method neusight|roofline|habitat|li] [--calibrate]
+
+prints {"latency_ms", "forward_ms", "backward_ms", "kernels"}. Kernels run one after another,
+so a model's latency is the sum of its kernels' latencies (DESIGN.md):
+    latency_ms = sum_k count_k * pred_ms_k,  forward_ms over phase 'fw', backward_ms over 'bw'.
+Each distinct kernel shape is predicted once. Optionally (--calibrate; off by default, as notebook 05
+shows it does not help reliably) the forecast is calibrated:
+each group g (forward kernels per op class; all backward kernels) is scaled by a factor f_g
+fitted on the TRAINING GPUs' end-to-end labels only (lib.calibration.fit_e2e_calibration):
+    latency_ms = sum_g f_g * sum_{k in g} count_k * pred_ms_k
+The factors are cached in build/cache/calibration/ keyed by the predictor config and the code.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import paths
+from .devices import Device, DeviceError, load_device
+from .graph import GraphError, capture, fuse_elementwise
+
+SHAPE_COLS = ["op", "B", "M", "N", "K", "H", "bytes"]
+METHODS = ("neusight", "roofline", "habitat", "li")
+CALIBRATION_CACHE = paths.CACHE / "calibration"
+# Modules whose source decides a NeuSight prediction or the calibration fit (cache key).
+_CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "features.py", "tiles.py",
+                     "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py",
+                     "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py")
+
+
+def predict_table(kernels: pd.DataFrame, device: Device, method: str = "neusight", tiles: str = "spec",
+                  cfg_by_class: dict | None = None, habitat_cfg: dict | None = None) -> pd.DataFrame:
+    """The kernel table with `pred_ms` (one kernel) and `total_ms` (x count); unique shapes predicted once."""
+    key = kernels[SHAPE_COLS].fillna(-1.0)
+    uniq = key.drop_duplicates().reset_index(drop=True)
+    uniq["pred_ms"] = _predict_shapes(uniq.replace(-1.0, np.nan), device, method, tiles, cfg_by_class, habitat_cfg)
+    out = kernels.copy()
+    out["pred_ms"] = key.merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy()
+    out["total_ms"] = out["pred_ms"] * out["count"]
+    return out
+
+
+def _predict_shapes(shapes: pd.DataFrame, device: Device, method: str, tiles: str,
+                    cfg_by_class: dict | None, habitat_cfg: dict | None) -> np.ndarray:
+    """lib.kernels.predict_kernels, with a Habitat training config when one is given."""
+    from .kernels import predict_by_device, predict_kernels
+    if method != "habitat" or habitat_cfg is None:
+        return predict_kernels(shapes, device, method=method, tiles=tiles, cfg_by_class=cfg_by_class)
+    mem = (shapes["op"] == "mem").to_numpy()
+    out = np.full(len(shapes), np.nan)
+    if mem.any():
+        out[mem] = predict_kernels(shapes[mem], device, method="roofline")
+    if (~mem).any():
+        out[~mem] = predict_by_device(shapes[~mem].assign(device=device.name), "habitat", habitat_cfg=habitat_cfg)
+    return out
+
+
+def _calibration_key(method: str, tiles: str, cfg_by_class: dict | None) -> str:
+    here = Path(__file__).parent
+    src = b"".join((here / f).read_bytes() for f in _CALIBRATION_CODE if (here / f).exists())
+    labels = sorted(str(p.relative_to(paths.LABELS)) for p in paths.LABELS.glob("*/*.json"))
+    blob = json.dumps({"method": method, "tiles": tiles, "cfg": cfg_by_class, "labels": labels},
+                      sort_keys=True, default=str).encode()
+    return hashlib.sha256(src + blob).hexdigest()[:16]
+
+
+_CAL: dict = {}
+
+
+def get_calibration(method: str = "neusight", tiles: str = "spec", cfg_by_class: dict | None = None) -> dict:
+    """Calibration of lib.calibration.fit_e2e_calibration, cached in memory and under build/cache/calibration/."""
+    key = _calibration_key(method, tiles, cfg_by_class)
+    if key in _CAL:
+        return _CAL[key]
+    path = CALIBRATION_CACHE / f"{method}-{key}.json"
+    if path.exists():
+        cal = json.loads(path.read_text())
+    else:
+        from .calibration import fit_e2e_calibration
+        cal = fit_e2e_calibration(method, tiles, cfg_by_class)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cal, indent=1))
+    _CAL[key] = cal
+    return cal
+
+
+def apply_calibration(table: pd.DataFrame, factors: dict) -> pd.DataFrame:
+    """total_ms scaled by its group's factor (lib.calibration.calibration_group); raw total kept as raw_ms."""
+    from .calibration import calibration_group
+    f = np.array([factors.get(g, 1.0) for g in calibration_group(table)])
+    return table.assign(raw_ms=table["total_ms"], total_ms=table["total_ms"] * f)
+
+
+def summarize(table: pd.DataFrame) -> dict:
+    """{"latency_ms", "forward_ms", "backward_ms", "kernels"} of a predicted table."""
+    # a kernel the method cannot predict (li on a GPU without measurements: NaN) makes the sum NaN
+    by_phase = table.groupby("phase")["total_ms"].sum(min_count=1)
+    if table["total_ms"].isna().any():
+        by_phase[:] = np.nan
+    fw, bw = float(by_phase.get("fw", 0.0)), float(by_phase.get("bw", 0.0))
+    return {"latency_ms": fw + bw, "forward_ms": fw, "backward_ms": bw, "kernels": int(table["count"].sum())}
+
+
+def forecast_table(model_config, device: Device, batch: int, seq: int, mode: str, fusion: bool = False,
+                   method: str = "neusight", tiles: str = "spec", kernels: pd.DataFrame | None = None,
+                   cfg_by_class: dict | None = None, habitat_cfg: dict | None = None,
+                   calibrate: bool = False) -> pd.DataFrame:
+    """Predicted kernel table of one pass (calibrate: scale by the training-GPU calibration factors)."""
+    if kernels is None:
+        kernels = capture(model_config, batch, seq, mode)
+    if fusion:
+        kernels = fuse_elementwise(kernels)
+    table = predict_table(kernels, device, method, tiles, cfg_by_class, habitat_cfg)
+    if calibrate:
+        table = apply_calibration(table, get_calibration(method, tiles, cfg_by_class)["factors"])
+    return table
+
+
+def forecast(model_config, device: Device, batch: int, seq: int, mode: str, fusion: bool = False,
+             method: str = "neusight", tiles: str = "spec", kernels: pd.DataFrame | None = None,
+             cfg_by_class: dict | None = None, habitat_cfg: dict | None = None,
+             calibrate: bool = False) -> dict:
+    """{"latency_ms", "forward_ms", "backward_ms", "kernels"} for one model, GPU, batch and sequence.
+
+    Pass `kernels` (a captured table) to reuse one capture across devices and methods.
+    """
+    return summarize(forecast_table(model_config, device, batch, seq, mode, fusion, method, tiles, kernels,
+                                    cfg_by_class, habitat_cfg, calibrate))
+
+
+def forecast_sweep(model_config, devices, batches, seq: int, mode: str, method: str = "neusight",
+                   fusion: bool = False, tiles: str = "spec", cfg_by_class: dict | None = None,
+                   calibrate: bool = False) -> pd.DataFrame:
+    """One row per (device, batch): the forecast keys. One capture per batch; per device, the
+    unique kernel shapes of all batches are predicted in one call."""
+    tables = {}
+    for b in batches:
+        k = capture(model_config, int(b), seq, mode)
+        tables[b] = fuse_elementwise(k) if fusion else k
+    allk = pd.concat([t[SHAPE_COLS] for t in tables.values()], ignore_index=True)
+    factors = None
+    if calibrate:
+        factors = get_calibration(method, tiles, cfg_by_class)["factors"]
+    rows = []
+    for dev in devices:
+        uniq = allk.fillna(-1.0).drop_duplicates().reset_index(drop=True)
+        uniq["pred_ms"] = _predict_shapes(uniq.replace(-1.0, np.nan), dev, method, tiles, cfg_by_class, None)
+        for b, t in tables.items():
+            pred = t[SHAPE_COLS].fillna(-1.0).merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy()
+            table = t.assign(pred_ms=pred, total_ms=pred * t["count"].to_numpy())
+            if factors is not None:
+                table = apply_calibration(table, factors)
+            rows.append({"device": dev.name, "batch": int(b), "seq": seq, "mode": mode, **summarize(table)})
+    return pd.DataFrame(rows)
+
+
+def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
+                    cfg_by_class: dict | None = None, habitat_cfg: dict | None = None,
+                    calibrated: bool = False) -> pd.DataFrame:
+    """Labels (lib.labels.load_labels rows) + `<method>_ms` and `<method>_ape` per method.
+
+    option 'fusion' rows are forecast with fused element-wise chains; each label reads only
+    its GPU's spec JSON (and, for li, that GPU's own kernel measurements, NaN where none exist).
+    calibrated=True adds `neusight_cal_ms/_ape` (NeuSight scaled by the training-GPU calibration).
+    """
+    from tqdm import tqdm
+    from .labels import device_file_of_folder
+    from .metrics import ape
+    out = labels.copy().reset_index(drop=True)
+    names = [*methods, *(["neusight_cal"] if calibrated else [])]
+    preds = {m: np.full(len(out), np.nan) for m in names}
+    for i, r in enumerate(tqdm(out.itertuples(), total=len(out), desc="labels", file=sys.stderr)):
+        kernels = capture(paths.MODEL_CONFIGS / f"{r.model}.json", r.batch, r.seq, r.mode)
+        device = load_device(device_file_of_folder(r.gpu))
+        for m in methods:
+            res = forecast(None, device, r.batch, r.seq, r.mode, fusion=(r.option == "fusion"), method=m,
+                           tiles=tiles, kernels=kernels, cfg_by_class=cfg_by_class, habitat_cfg=habitat_cfg)
+            preds[m][i] = res["latency_ms"]
+        if calibrated:
+            preds["neusight_cal"][i] = forecast(None, device, r.batch, r.seq, r.mode, fusion=(r.option == "fusion"),
+                                                tiles=tiles, kernels=kernels, cfg_by_class=cfg_by_class,
+                                                calibrate=True)["latency_ms"]
+    for m in names:
+        out[f"{m}_ms"] = preds[m]
+        out[f"{m}_ape"] = ape(preds[m], out["e2e_ms"])
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="Hugging Face config.json (e.g. DLmodel_configs/gpt3_27.json)")
+    p.add_argument("--device", required=True, help="device spec JSON (dataset format)")
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--seq", type=int, required=True)
+    p.add_argument("--mode", choices=("inference", "training"), required=True)
+    p.add_argument("--fusion", action="store_true", help="fuse chains of element-wise ops")
+    p.add_argument("--method", choices=METHODS, default="neusight")
+    p.add_argument("--calibrate", action="store_true",
+                   help="scale by factors fitted on the training GPUs' end-to-end labels (lib.calibration)")
+    args = p.parse_args(argv)
+    if args.batch < 1 or args.seq < 1:
+        print("error: --batch and --seq must be positive integers", file=sys.stderr)
+        return 2
+    from .kernels import KernelInputError
+    try:
+        device = load_device(args.device)
+        result = forecast(args.model, device, args.batch, args.seq, args.mode, fusion=args.fusion,
+                          method=args.method, calibrate=args.calibrate)
+    except (DeviceError, GraphError, KernelInputError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not np.isfinite(result["latency_ms"]):
+        print(f"error: method '{args.method}' cannot forecast {device.name} (no measurements of it)", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Tests of lib.forecast, lib.labels and lib.calibration (notebook 05); roofline keeps them fast."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import calibration, paths
+from lib.devices import TRAIN_GPUS_NVIDIA, load_device
+from lib.forecast import forecast, forecast_sweep, summarize
+from lib.labels import load_labels, paper_e2e_table, paper_fusion_table
+
+GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"
+BERT = paths.MODEL_CONFIGS / "bert_large.json"
+L4 = paths.DEVICE_CONFIGS / "NVIDIA_L4.json"
+H100 = paths.DEVICE_CONFIGS / "NVIDIA_H100_80GB_HBM3.json"
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "lib.forecast", *map(str, args)], capture_output=True,
+                          text=True, cwd=paths.ROOT, timeout=120)
+
+
+def test_cli_answers_four_keys_for_l4():
+    r = cli("--model", GPT2, "--device", L4, "--batch", 4, "--seq", 1024, "--mode", "inference",
+            "--method", "roofline")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) == {"latency_ms", "forward_ms", "backward_ms", "kernels"}
+    assert out["latency_ms"] > 0 and out["backward_ms"] == 0 and out["kernels"] > 36
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ("arch", "unknown architecture"), ("seq", "longer than"), ("device", "device file not found")])
+def test_cli_errors_exit_nonzero_with_one_line(tmp_path, bad, msg):
+    model, dev, seq = GPT2, L4, 1024
+    if bad == "arch":
+        model = tmp_path / "cfg.json"
+        model.write_text(json.dumps({"model_type": "mamba", "architectures": ["MambaForCausalLM"]}))
+    elif bad == "seq":
+        seq = 4096  # gpt2 has 1024 positions
+    else:
+        dev = tmp_path / "nope.json"
+    r = cli("--model", model, "--device", dev, "--batch", 1, "--seq", seq, "--mode", "inference",
+            "--method", "roofline")
+    assert r.returncode != 0 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and msg in lines[0], r.stderr
+
+
+def test_latency_is_forward_plus_backward_and_inference_has_no_backward():
+    dev = load_device(H100)
+    tr = forecast(GPT2, dev, 1, 1024, "training", method="roofline")
+    assert tr["backward_ms"] > tr["forward_ms"] > 0
+    assert tr["latency_ms"] == pytest.approx(tr["forward_ms"] + tr["backward_ms"])
+    inf = forecast(GPT2, dev, 4, 1024, "inference", method="roofline")
+    assert inf["backward_ms"] == 0 and inf["latency_ms"] == pytest.approx(inf["forward_ms"])
+
+
+def test_summarize_hand_case():
+    t = pd.DataFrame({"phase": ["fw", "bw", "fw"], "total_ms": [1.0, 2.0, 3.0], "count": [1, 2, 3]})
+    assert summarize(t) == {"latency_ms": 6.0, "forward_ms": 4.0, "backward_ms": 2.0, "kernels": 6}
+
+
+def test_sweep_matches_single_forecasts():
+    devs = [load_device(L4), load_device(H100)]
+    sw = forecast_sweep(GPT2, devs, [4, 8], 1024, "inference", method="roofline")
+    assert len(sw) == 4
+    one = forecast(GPT2, devs[1], 8, 1024, "inference", method="roofline")
+    row = sw[(sw.device == devs[1].name) & (sw.batch == 8)].iloc[0]
+    assert row["latency_ms"] == pytest.approx(one["latency_ms"])
+
+
+def test_labels_counts():
+    lab = load_labels()
+    nv = lab[lab.vendor == "nvidia"]
+    assert len(lab) == 134 and len(nv) == 91
+    assert (nv.option == "").sum() == 72 and (nv.option == "fusion").sum() == 8
+    assert set(nv.option) == {"", "fusion", "dp4", "tp4", "pp4_1"}
+    assert set(lab["mode"]) == {"inference", "training"}
+    h = lab[(lab.gpu == "NVIDIA_H100_80GB_HBM3") & (lab.model == "gpt3_27") & (lab["mode"] == "training")]
+    assert h.device.iloc[0] == "NVIDIA H100 80GB HBM3" and h.seq.iloc[0] == 2048 and h.batch.iloc[0] == 1
+    assert h.e2e_ms.iloc[0] == pytest.approx(h.fw_ms.iloc[0] + h.bw_ms.iloc[0], rel=1e-6)
+
+
+def test_paper_tables():
+    inf, tr = paper_e2e_table("inference"), paper_e2e_table("training")
+    assert len(inf) == 7 * 4 * 12 and len(tr) == 4 * 4 * 12      # GPU blocks x methods x (model, batch)
+    assert set(inf.method) == {"roofline", "habitat", "li", "neusight"}
+    assert set(inf.model) == {"bert_large", "gpt2_large", "gpt3_xl", "opt_13", "gpt3_27", "switchxl4"}
+    cell = inf[(inf.gpu == "NVIDIA_H100_80GB_HBM3") & (inf.model == "gpt3_27") & (inf.batch == 8)
+               & (inf.method == "neusight")]
+    assert cell.paper_ape_pct.iloc[0] == pytest.approx(0.4)
+    fu = paper_fusion_table()
+    assert len(fu) == 16 and fu.fused.sum() == 8
+    row = fu[(fu.gpu == "NVIDIA_A100-PCIE-40GB") & (fu.model == "bert_large") & (fu.batch == 8) & fu.fused]
+    assert row.paper_meas_ms.iloc[0] == pytest.approx(174.8) and row.paper_ape_pct.iloc[0] == pytest.approx(17.2)
+
+
+def test_node_classes():
+    nc = calibration.node_class
+    assert nc("call_module", "transformer.h.0.ln_1", "(1, 1024, 1280)") == "LN"
+    assert nc("call_module", "bert.encoder.layer.0.attention.self.query", "(8, 512, 1024)") == "FC"
+    assert nc("call_function", "<built-in method matmul of type object at 0x1>", "(1, 20, 1024, 64)") == "BMM"
+    assert nc("call_function", "<built-in function add>", "(1,)") == "NONE"
+    assert nc("call_function", "<built-in function add>", "(1, 1024, 1280)") == "EW"
+    assert nc("call_module", "transformer.h.0.attn.attn_dropout", "(1, 20, 1024, 1024)") == "MEM"
+    assert nc("call_method", "size", "(1,)") == "NONE"
+
+
+def test_fit_factors_hand_case():
+    # group 0 predicted twice the measurement, group 1 exact: factors 0.5 and 1 without ridge
+    pred = np.array([[2.0, 0.0], [0.0, 3.0], [4.0, 0.0]])
+    meas = np.array([1.0, 3.0, 2.0])
+    f = calibration.fit_factors(pred, meas, ridge=0.0)
+    assert f == pytest.approx([0.5, 1.0], abs=1e-6)
+
+
+def test_calibration_reads_only_training_gpus(monkeypatch):
+    import lib.devices as devices_mod
+    real_load, read = devices_mod.load_device, []
+
+    def spy(path):
+        dev = real_load(path)
+        read.append(dev.name)
+        return dev
+
+    monkeypatch.setattr(devices_mod, "load_device", spy)
+    assert set(calibration.training_labels().device) <= set(TRAIN_GPUS_NVIDIA)
+    cal = calibration.fit_e2e_calibration(method="roofline")
+    assert set(cal["devices"]) == set(TRAIN_GPUS_NVIDIA) and cal["labels"] == 40
+    assert len(read) == 40 and set(read) <= set(TRAIN_GPUS_NVIDIA)
+
+
+def test_summarize_nan_propagates():
+    t = pd.DataFrame({"phase": ["fw", "fw"], "total_ms": [1.0, np.nan], "count": [1, 1]})
+    assert np.isnan(summarize(t)["latency_ms"])
