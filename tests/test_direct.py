@@ -1,0 +1,87 @@
+"""lib.direct: features, hand-counted parameter numbers, a tiny training run and its cache."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from lib import direct, paths, train
+from lib.data import EW_OPS, load_kernels
+from lib.devices import device_by_name
+from lib.train import TrainConfig
+
+TINY = TrainConfig(width=8, epochs=2, batch_size=256, patience=2)
+
+
+def test_feature_names():
+    assert direct.feature_names("BMM") == ["B", "M", "N", "K", *direct.SPEC]
+    assert len(direct.feature_names("EW")) == 2 + len(EW_OPS) + 7
+    assert direct.feature_names("LN")[:2] == ["B", "H"]
+    with pytest.raises(direct.DirectError, match="op_class"):
+        direct.feature_names("CONV")
+
+
+def test_raw_features_are_logs_and_spec_is_looked_up():
+    t4 = device_by_name("Tesla T4")
+    df = pd.DataFrame({"op": ["bmm"], "B": [2.0], "M": [8.0], "N": [16.0], "K": [32.0], "device": ["Tesla T4"]})
+    x = direct.raw_features(df, "BMM")
+    assert x.shape == (1, 11)
+    np.testing.assert_allclose(x[0, :4], np.log([2, 8, 16, 32]), rtol=1e-6)
+    np.testing.assert_allclose(x[0, 4], np.log(t4.mem_bw_gbps), rtol=1e-6)   # looked up by name
+    ew = pd.DataFrame({"op": ["gelu"], "B": [4.0], "H": [1024.0], "device": ["Tesla T4"]})
+    onehot = direct.raw_features(ew, "EW")[0, 2:2 + len(EW_OPS)]
+    assert onehot.sum() == 1 and onehot[EW_OPS.index("gelu")] == 1
+
+
+def test_bad_input_names_the_field():
+    df = pd.DataFrame({"op": ["bmm"], "B": [2.0], "M": [8.0], "N": [16.0], "device": ["Tesla T4"]})
+    with pytest.raises(direct.DirectError, match="'K'"):
+        direct.raw_features(df, "BMM")
+    with pytest.raises(direct.DirectError, match="'M'"):
+        direct.raw_features(df.assign(K=1.0, M=0.0), "BMM")
+    with pytest.raises(direct.DirectError, match="arch"):
+        direct.build_model("rnn", 11, 2, 8)
+
+
+def test_param_counts_by_hand():
+    # MLP, 11 inputs, 2 hidden layers of 4: (11*4+4) + (4*4+4) + (4+1) = 48 + 20 + 5
+    assert direct.count_params(direct.build_model("mlp", 11, 2, 4)) == 73
+    # Transformer, 11 features, d=4, 1 layer, ff = 2*4 = 8:
+    #   token weights 11*4 + feature embeddings 11*4                      = 88
+    #   attention in_proj 3*4*4 + 12, out_proj 4*4 + 4                    = 80
+    #   ff 4*8 + 8 + 8*4 + 4, two LayerNorms 2*(4+4)                       = 92
+    #   final LayerNorm 4+4, head 4+1                                      = 13
+    assert direct.count_params(direct.build_model("transformer", 11, 1, 4)) == 88 + 80 + 92 + 13
+
+
+@pytest.mark.parametrize("arch", direct.ARCHS)
+def test_forward_shapes(arch):
+    model = direct.build_model(arch, 20, 2, 8)
+    assert model(torch.zeros(5, 20)).shape == (5,)
+
+
+def test_train_predict_and_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    p = direct.train_direct("BMM", "mlp", layers=1, cfg=TINY, max_rows=400)
+    assert not p.info["cached"] and p.info["train_rows"] == 400 and p.info["epochs"] >= 1
+    assert p.num_params == (11 * 8 + 8) + (8 + 1)
+    test = load_kernels(ops="BMM", splits=["test_id", "test_ood"]).head(50)
+    pred = p.predict(test)
+    assert pred.shape == (50,) and np.all(np.isfinite(pred)) and np.all(pred > 0)
+
+    def no_training(*a, **k):
+        raise AssertionError("a cached predictor was trained again")
+    monkeypatch.setattr(train, "fit", no_training)
+    again = direct.train_direct("BMM", "mlp", layers=1, cfg=TINY, max_rows=400)
+    assert again.info["cached"] and again.info["train_seconds"] == p.info["train_seconds"]
+    np.testing.assert_allclose(again.predict(test), pred, rtol=1e-6)
+    # spec columns dropped: looked up from the device name, same answer
+    spec_free = test.drop(columns=list(direct.SPEC))
+    np.testing.assert_allclose(again.predict(spec_free), pred, rtol=1e-6)
+
+
+def test_transformer_trains_on_vector_ops(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    p = direct.train_direct("EW", "transformer", layers=1, cfg=TINY, max_rows=300)
+    test = load_kernels(ops="EW", splits="test_id").head(20)
+    pred = p.predict(test)
+    assert pred.shape == (20,) and np.all(pred > 0)
