@@ -126,8 +126,19 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
         from .baselines import li_predict
         out[~mem] = li_predict(rest, device.name)
     else:
-        out[~mem] = _neusight(rest, tiles, cfg_by_class)
+        out[~mem] = _dedup(rest, ["kernel_name"] if tiles == "oracle" else [],
+                           lambda u: _neusight(u, tiles, cfg_by_class))
     return out
+
+
+def _dedup(df: pd.DataFrame, extra: list, predict) -> np.ndarray:
+    """predict(unique rows) spread back to every row: identical kernels are predicted once."""
+    cols = [c for c in ("op", *GEMM_DIMS, "H", *extra) if c in df.columns]
+    codes = df.groupby(cols, sort=False, dropna=False).ngroup().to_numpy()
+    first = np.unique(codes, return_index=True)[1]
+    if len(first) == len(df):
+        return predict(df)
+    return predict(df.iloc[first].reset_index(drop=True))[codes]
 
 
 def predict_by_device(df: pd.DataFrame, method: str = "neusight", tiles: str = "spec",

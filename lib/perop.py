@@ -101,3 +101,31 @@ def error_by(df: pd.DataFrame, col: str, by: str) -> pd.DataFrame:
     return (pd.DataFrame({"ape": err, "key": key, "op_class": df["op_class"], "split": df["split"]})
             .groupby(["split", "op_class", "key"], observed=True)["ape"].agg(mape_pct="mean", rows="size")
             .reset_index().rename(columns={"key": by}))
+
+
+def logo_table(op_class: str, cfg: dict, holdouts=None, spec_tiles: bool = False) -> pd.DataFrame:
+    """Leave-one-GPU-out validation of one predictor config: per held-out training GPU, MAPE (%)
+    on all of its training-split rows, of a model trained on the other training GPUs and early
+    stopped on the held-out one. Oracle tiles (the held-out GPU's own kernel names, as in
+    training); spec_tiles=True adds the spec-only (autotuned) GEMM tiles. Never reads OOD GPUs.
+    """
+    from .devices import TRAIN_GPUS_NVIDIA
+    from .predictors import train_predictor, training_table
+    from .tile_choice import autotune_tiles
+    from .metrics import mape
+    cfg = dict(cfg or {})
+    feat = training_table(op_class, cfg.get("max_rows"), cfg.get("seed", 0))
+    raw_cols = set(load_kernels(ops=op_class, splits="train").columns)    # before add_features
+    rows = []
+    for gpu in holdouts or TRAIN_GPUS_NVIDIA:
+        p = train_predictor(op_class, {**cfg, "validation": gpu})
+        held = feat[(feat["device"] == gpu).to_numpy()]
+        row = {"op_class": op_class, "held_out": gpu, "rows": len(held), "best_epoch": p.info["best_epoch"],
+               "mape_oracle": mape(p.predict(held), held["latency_ms"])}
+        row["mape_spec"] = np.nan         # spec-only tiles: GEMMs only (vector ops need no choice)
+        if spec_tiles and op_class in ("BMM", "FC"):
+            raw = held[[c for c in held.columns if c in raw_cols]].reset_index(drop=True)
+            _, _, pred = autotune_tiles(raw, p.predict)
+            row["mape_spec"] = mape(pred, held["latency_ms"].to_numpy())
+        rows.append(row)
+    return pd.DataFrame(rows)

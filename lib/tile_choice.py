@@ -20,6 +20,7 @@ from .tiles import GEMM_OPS, GEMM_TILE_CANDIDATES, gemm_tile_from_name
 
 CANDIDATES = np.array(sorted(GEMM_TILE_CANDIDATES), dtype=float)     # (C, 2): tile_m, tile_n
 SPEC_COLS = ("num_sm", "peak_gflops", "mem_bw_gbps", "l2_mb", "mem_gb")
+NEEDED_COLS = ("op", "B", "M", "N", "K", "H")
 TILE_METHODS = ("autotune", "classifier")
 FOREST_TREES = 30
 FOREST_MIN_LEAF = 5
@@ -31,7 +32,10 @@ def autotune_tiles(df: pd.DataFrame, predict_featured) -> tuple[np.ndarray, np.n
     predict_featured(feat) -> ms over a featured table (lib.predictors.predict_featured).
     """
     n, c = len(df), len(CANDIDATES)
-    rep = df.loc[df.index.repeat(c)].reset_index(drop=True)
+    # one table of n * c rows (every row with every candidate), predicted in one batched call;
+    # only the columns the features need are repeated
+    keep = [col for col in (*NEEDED_COLS, *SPEC_COLS, "peak_vec_gflops", "vendor") if col in df.columns]
+    rep = pd.DataFrame({col: np.repeat(df[col].to_numpy(), c) for col in keep})
     rep["tile_m"] = np.tile(CANDIDATES[:, 0], n)
     rep["tile_n"] = np.tile(CANDIDATES[:, 1], n)
     pred = predict_featured(add_features(rep, tiles="given")).reshape(n, c)

@@ -59,14 +59,21 @@ def split_indices(groups: np.ndarray, val_fraction: float, seed: int) -> tuple[n
 
 
 def fit(model: torch.nn.Module, predict: Callable, inputs: dict[str, torch.Tensor],
-        target_ms: torch.Tensor, groups: np.ndarray, cfg: TrainConfig, desc: str = "train") -> dict:
+        target_ms: torch.Tensor, groups: np.ndarray, cfg: TrainConfig, desc: str = "train",
+        val_mask: np.ndarray | None = None) -> dict:
     """Train `model` in place so that predict(model, batch_inputs) ~ target_ms; returns history.
 
     `inputs` holds one tensor per name, first dimension = rows; `groups` labels rows that must
-    stay on one side of the train/validation split.
+    stay on one side of the train/validation split. val_mask (bool per row, optional) fixes the
+    validation rows instead, e.g. every row of one held-out training GPU (leave-one-GPU-out).
+    With patience >= epochs, training runs all epochs and keeps the best-validation weights.
     """
     set_seed(cfg.seed)
-    train_idx, val_idx = split_indices(groups, cfg.val_fraction, cfg.seed)
+    if val_mask is not None:
+        val_mask = np.asarray(val_mask, dtype=bool)
+        train_idx, val_idx = np.flatnonzero(~val_mask), np.flatnonzero(val_mask)
+    else:
+        train_idx, val_idx = split_indices(groups, cfg.val_fraction, cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.epochs, 1))
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -86,6 +93,10 @@ def fit(model: torch.nn.Module, predict: Callable, inputs: dict[str, torch.Tenso
             opt.step()
         sched.step()
         model.eval()
+        if len(val_idx) == 0:       # no validation rows: run every epoch, keep the last weights
+            history.append({"epoch": epoch, "train_loss": loss.item(), "val_loss": float("nan")})
+            best_state = copy.deepcopy(model.state_dict())
+            continue
         with torch.no_grad():
             val = relative_error_loss(predict(model, val_inputs), val_target).item()
         history.append({"epoch": epoch, "train_loss": loss.item(), "val_loss": val})

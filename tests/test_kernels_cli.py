@@ -100,3 +100,16 @@ def test_api_mem_kernels_are_bandwidth_bound():
 def test_api_rejects_unknown_method():
     with pytest.raises(KernelInputError, match="unknown method"):
         predict_kernels(KERNELS.rename(columns={"OPName": "op"}), load_device(L4), method="magic")
+
+
+def test_api_identical_kernels_predicted_once_same_result():
+    from lib.kernels import _dedup
+    df = pd.DataFrame({"op": ["add", "add", "gelu", "add"], "B": [2, 2, 2, 3], "H": [4, 4, 4, 4]})
+    seen = []
+
+    def predict(u):
+        seen.append(len(u))
+        return u["B"].to_numpy(float) * 10 + (u["op"] == "gelu").to_numpy()
+    out = _dedup(df, [], predict)
+    assert seen == [3]                                  # three distinct kernels
+    assert np.array_equal(out, [20, 20, 21, 30])

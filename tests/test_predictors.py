@@ -76,3 +76,38 @@ def test_li_fit_recovers_a_line():
     flops = np.array([1e6, 1e7, 1e8, 1e9])
     a, b = fit_li(flops, 2e-9 * flops + 0.01)
     assert a == pytest.approx(2e-9) and b == pytest.approx(0.01)
+
+
+def test_leave_one_gpu_out_and_no_validation(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {**TINY, "epochs": 3, "patience": 3}
+    gpu = "Tesla T4"
+    feat = P.training_table("LN", TINY["max_rows"])
+    n_gpu = int((feat["device"] == gpu).sum())
+    logo = P.train_predictor("LN", {**cfg, "validation": gpu})
+    assert logo.info["train_rows"] == len(feat) - n_gpu          # the held-out GPU is never learned
+    assert 1 <= logo.info["best_epoch"] <= 3
+    full = P.train_predictor("LN", {**cfg, "validation": "none"})
+    assert full.info["train_rows"] == len(feat) and full.info["epochs"] == 3   # every epoch, no early stop
+    assert np.isnan(full.info["best_val_loss"]) or full.info["best_val_loss"] == float("inf")
+    with pytest.raises(P.PredictorError, match="validation"):
+        P.make_config({"validation": "NVIDIA H100 80GB HBM3"})   # an OOD GPU is never a validation fold
+
+
+def test_logo_table_holds_out_each_gpu(tmp_path, monkeypatch):
+    from lib.perop import logo_table
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    t = logo_table("SOFTMAX", {**TINY, "epochs": 2, "patience": 2}, holdouts=["Tesla P4", "Tesla T4"])
+    assert list(t["held_out"]) == ["Tesla P4", "Tesla T4"]
+    assert (t["rows"] > 0).all() and np.isfinite(t["mape_oracle"]).all() and (t["mape_oracle"] > 0).all()
+
+
+def test_ensemble_averages_the_seeds(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    ens = P.train_predictor("LN", {**TINY, "ensemble": 2})
+    one, two = P.train_predictor("LN", TINY), P.train_predictor("LN", {**TINY, "seed": 1})
+    feat = P.training_table("LN", 30)
+    assert np.allclose(ens.predict(feat), (one.predict(feat) + two.predict(feat)) / 2)
+    assert not np.allclose(one.predict(feat), two.predict(feat))
+    with pytest.raises(P.PredictorError, match="ensemble"):
+        P.make_config({"ensemble": 0})
