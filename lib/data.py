@@ -205,7 +205,8 @@ def _build_table(vendor: str) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _cache_key(vendor: str) -> str:
+def fingerprint(vendor: str = "nvidia") -> str:
+    """Hash of what the kernel table is made from: dataset manifest, loader code, device specs."""
     manifest = (require_data() / MANIFEST).read_bytes()
     code = Path(__file__).read_bytes() + Path(paths.ROOT / "lib" / "devices.py").read_bytes()
     extra = b"".join(f.read_bytes() for f in sorted(paths.DEVICES_ADDED.glob("*.json")))
@@ -214,7 +215,7 @@ def _cache_key(vendor: str) -> str:
 
 def load_kernels(ops=None, devices=None, splits=None, vendor: str = "nvidia") -> pd.DataFrame:
     """Tidy kernel table, cached as parquet under build/cache/; filter by op, device, split."""
-    cache = paths.CACHE / f"kernels-{vendor}-{_cache_key(vendor)}.parquet"
+    cache = paths.CACHE / f"kernels-{vendor}-{fingerprint(vendor)}.parquet"
     if cache.is_file():
         df = pd.read_parquet(cache)
     else:

@@ -29,7 +29,7 @@ from . import roofline as roofline_mod
 from . import tiles as tiles_mod
 from . import train as train_mod
 from . import waves as waves_mod
-from .data import EW_OPS, OP_CLASS, OP_CLASSES, load_kernels
+from .data import EW_OPS, OP_CLASS, OP_CLASSES, fingerprint, load_kernels
 from .devices import TRAIN_GPUS_NVIDIA
 from .features import FEATURES, add_features
 from .train import TrainConfig
@@ -267,44 +267,47 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
         return replace(ps[0], info=info, members=tuple(ps[1:]))
     cfg, max_rows, features, validation = make_config(cfg)
     names = input_names(op_class, features)
-    feat = training_table(op_class, max_rows, cfg.seed)
-    x_all = model_inputs(feat, op_class, features)
-    # validation rows: None = held-out shapes (inside fit), all False = none, else one GPU's rows
-    val_mask = (None if validation == "shapes" else np.zeros(len(feat), bool) if validation == "none"
-                else (feat["device"] == validation).to_numpy())
-    x = x_all if val_mask is None else x_all[~val_mask]      # what the model may learn from
-    target = feat["latency_ms"].to_numpy(np.float64)
-    mean, std = x.mean(axis=0), x.std(axis=0)
-    onehot = np.array([n.startswith("op_") for n in names])
-    mean[onehot], std[onehot] = 0.0, 1.0
-    std = np.where(std > 1e-8, std, 1.0).astype(np.float32)
-    groups = shape_groups(feat)
-    key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, x_all, target, groups,
+    # The key names everything the training table is made from (the dataset's fingerprint, the
+    # loader and feature code) instead of the table itself, so a cache hit loads no data.
+    key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, fingerprint("nvidia"),
                               *[inspect.getsource(c) for c in CODE], *_own_code())
     name = _cache_name(op_class, cfg, validation)
     if force:
         (paths.BUILD / "predictors" / f"{name}-{key}.pt").unlink(missing_ok=True)
 
     def build():
+        feat = training_table(op_class, max_rows, cfg.seed)
+        x_all = model_inputs(feat, op_class, features)
+        # validation rows: None = held-out shapes (inside fit), all False = none, else one GPU's rows
+        val_mask = (None if validation == "shapes" else np.zeros(len(feat), bool) if validation == "none"
+                    else (feat["device"] == validation).to_numpy())
+        x = x_all if val_mask is None else x_all[~val_mask]      # what the model may learn from
+        target = feat["latency_ms"].to_numpy(np.float64)
+        mean, std = x.mean(axis=0), x.std(axis=0)
+        onehot = np.array([n.startswith("op_") for n in names])
+        mean[onehot], std[onehot] = 0.0, 1.0
+        std = np.where(std > 1e-8, std, 1.0)
         train_mod.set_seed(cfg.seed)
         model = UtilizationMLP(len(names), cfg.layers, cfg.width)
         inputs = _tensors(feat, ((x_all - mean) / std).astype(np.float32))
         start = time.perf_counter()
         hist = train_mod.fit(model, _predict_ms, inputs, torch.from_numpy(target.astype(np.float32)),
-                             groups, cfg, desc=f"NeuSight {op_class}", val_mask=val_mask)
+                             shape_groups(feat), cfg, desc=f"NeuSight {op_class}", val_mask=val_mask)
         vals = [h["val_loss"] for h in hist["history"]]
         best_epoch = int(np.nanargmin(vals)) + 1 if np.isfinite(vals).any() else len(vals)
         info = {"train_seconds": time.perf_counter() - start, "epochs": hist["epochs_run"],
                 "best_epoch": best_epoch, "best_val_loss": hist["best_val_loss"], "validation": validation,
                 "train_rows": len(x), "history": hist["history"]}
-        return {"model": model.state_dict()}, info
+        scaling = {k: torch.from_numpy(np.asarray(v, np.float32)) for k, v in
+                   {"mean": mean, "std": std, "x_min": x.min(axis=0), "x_max": x.max(axis=0)}.items()}
+        return {"model": model.state_dict(), **scaling}, info
 
     state, info = train_mod.cached(name, key, build)
     model = UtilizationMLP(len(names), cfg.layers, cfg.width)
     model.load_state_dict(state["model"])
     model.eval()
-    return NeuSightPredictor(op_class, cfg, features, model, mean.astype(np.float32), std,
-                             x.min(axis=0), x.max(axis=0), info)
+    mean, std, x_min, x_max = (state[k].numpy() for k in ("mean", "std", "x_min", "x_max"))
+    return NeuSightPredictor(op_class, cfg, features, model, mean, std, x_min, x_max, info)
 
 
 _LOADED: dict = {}
