@@ -6,8 +6,11 @@ OOD predictions in this dataset (NaN).
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from . import paths
 from .data import OP_CLASSES, load_kernels
@@ -129,3 +132,59 @@ def logo_table(op_class: str, cfg: dict, holdouts=None, spec_tiles: bool = False
             row["mape_spec"] = mape(pred, held["latency_ms"].to_numpy())
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def selection_curves(op_class: str, cfg: dict, holdouts=None, shapes: bool = True) -> pd.DataFrame:
+    """Per-epoch validation MAPE (%) of one config, for the selection protocol of lib.predictors:
+    one run per held-out training GPU (leave-one-GPU-out) plus, if shapes, one run early-stopped
+    on held-out shapes of the five training GPUs (lib.train.fit's 'shapes' split, inside the
+    training split, never test_id rows). Ensembles: one row per seed. Never reads OOD GPUs.
+    Columns: op_class, run ('shapes' or the held-out GPU), seed, epoch (1-based), val_mape.
+    """
+    from .devices import TRAIN_GPUS_NVIDIA
+    from .predictors import train_predictor
+    cfg = dict(cfg or {})
+    n, seed0 = cfg.pop("ensemble", 1), cfg.get("seed", 0)
+    rows = []
+    for run in [*(holdouts or TRAIN_GPUS_NVIDIA), *(["shapes"] if shapes else [])]:
+        for s in range(seed0, seed0 + n):
+            p = train_predictor(op_class, {**cfg, "seed": s, "validation": run})
+            rows += [{"op_class": op_class, "run": run, "seed": s, "epoch": h["epoch"] + 1,
+                      "val_mape": 100 * h["val_loss"]} for h in p.info["history"]]
+    return pd.DataFrame(rows)
+
+
+# Epoch candidates (E): the median over the LOGO folds of the best epoch, the best epoch on held-out
+# shapes, and their geometric mean (rounded). Per E:
+#   logo_mape(E)   = mean over folds of the seed-mean held-out-GPU MAPE after E epochs
+#   shapes_mape(E) = seed-mean held-out-shape MAPE after E epochs
+#   score(E)       = (logo_mape(E) + shapes_mape(E)) / 2
+# A run that stopped before E counts with its last epoch (selection runs use patience >= epochs).
+def combined_scores(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per epoch candidate of one config's selection_curves: epochs, logo_mape, shapes_mape, score."""
+    mean = curves.groupby(["run", "epoch"])["val_mape"].mean().unstack("run").sort_index().ffill()
+    folds = [c for c in mean.columns if c != "shapes"]
+    if not folds or "shapes" not in mean.columns:
+        raise ValueError("combined_scores: curves need LOGO folds and a 'shapes' run")
+    logo_best = int(round(float(np.median([mean[f].idxmin() for f in folds]))))
+    shapes_best = int(mean["shapes"].idxmin())
+    cands = {"logo_median_best": logo_best, "shapes_best": shapes_best,
+             "geometric_mean": int(round(np.sqrt(logo_best * shapes_best)))}
+    rows = [{"candidate": k, "epochs": e, "logo_mape": float(mean.loc[e, folds].mean()),
+             "shapes_mape": float(mean.loc[e, "shapes"])} for k, e in cands.items()]
+    out = pd.DataFrame(rows)
+    out["score"] = (out["logo_mape"] + out["shapes_mape"]) / 2
+    return out
+
+
+def selection_table(candidates: dict, holdouts=None) -> pd.DataFrame:
+    """combined_scores of every candidate config: {op_class: {name: cfg}} -> one row per
+    (op_class, config, epoch candidate), best (lowest score) first within each class."""
+    frames = []
+    for op_class, cands in candidates.items():
+        for name, cfg in tqdm(cands.items(), desc=f"selection {op_class}", file=sys.stderr, leave=False):
+            t = combined_scores(selection_curves(op_class, cfg, holdouts))
+            frames.append(t.assign(op_class=op_class, config=name))
+    out = pd.concat(frames, ignore_index=True)
+    out = out[["op_class", "config", "candidate", "epochs", "logo_mape", "shapes_mape", "score"]]
+    return out.sort_values(["op_class", "score"], kind="stable").reset_index(drop=True)

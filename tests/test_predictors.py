@@ -111,3 +111,39 @@ def test_ensemble_averages_the_seeds(tmp_path, monkeypatch):
     assert not np.allclose(one.predict(feat), two.predict(feat))
     with pytest.raises(P.PredictorError, match="ensemble"):
         P.make_config({"ensemble": 0})
+
+
+def _curves():
+    """Hand-made selection curves: 3 LOGO folds (fold A with two seeds, fold C stopped at 3) + shapes."""
+    runs = {("A", 0): [44, 28, 35, 40], ("A", 1): [36, 32, 35, 32],      # seed mean [40, 30, 35, 36]
+            ("B", 0): [50, 45, 44, 48], ("C", 0): [30, 20, 25], ("shapes", 0): [20, 10, 8, 4]}
+    return pd.DataFrame([{"op_class": "EW", "run": r, "seed": s, "epoch": e + 1, "val_mape": v}
+                         for (r, s), vals in runs.items() for e, v in enumerate(vals)])
+
+
+def test_combined_scores_by_hand():
+    from lib.perop import combined_scores
+    t = combined_scores(_curves()).set_index("candidate")
+    # best epochs: folds A 2, B 3, C 2 -> median 2; shapes 4; geometric mean sqrt(8) = 2.83 -> 3
+    assert t["epochs"].to_dict() == {"logo_median_best": 2, "shapes_best": 4, "geometric_mean": 3}
+    # E = 2: LOGO (30 + 45 + 20) / 3 = 31.67, shapes 10, score 20.83
+    assert t.loc["logo_median_best", "logo_mape"] == pytest.approx(95 / 3)
+    assert t.loc["logo_median_best", "score"] == pytest.approx((95 / 3 + 10) / 2)
+    # E = 4: fold C stopped at 3 and counts with its last epoch (25): (36 + 48 + 25) / 3, shapes 4
+    assert t.loc["shapes_best", "score"] == pytest.approx((109 / 3 + 4) / 2)
+    # E = 3: (35 + 44 + 25) / 3, shapes 8
+    assert t.loc["geometric_mean", "score"] == pytest.approx((104 / 3 + 8) / 2)
+    with pytest.raises(ValueError, match="shapes"):
+        combined_scores(_curves().query("run != 'shapes'"))
+
+
+def test_selection_candidates_and_curves(tmp_path, monkeypatch):
+    from lib.perop import selection_curves
+    for c in OP_CLASSES:   # the LOGO choice is always a candidate; every run trains all epochs
+        assert "logo_choice" in P.CANDIDATES[c]
+        assert all(cfg["patience"] >= cfg["epochs"] for cfg in P.CANDIDATES[c].values())
+        assert set(P.SELECTED[c]) >= {"features", "epochs"}
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cur = selection_curves("LN", {**TINY, "epochs": 2, "patience": 2, "ensemble": 2}, holdouts=["Tesla T4"])
+    assert set(cur["run"]) == {"Tesla T4", "shapes"} and set(cur["seed"]) == {0, 1}
+    assert len(cur) == 2 * 2 * 2 and (cur["val_mape"] > 0).all()
