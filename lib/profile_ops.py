@@ -1,0 +1,212 @@
+"""Ops, shapes, timing and kernel-trace parsing of the kernel-latency collector lib.profile (notebook 01).
+
+Ops and their dims follow the dataset (upstream naming): bmm [B,M,N] @ [B,N,K]; linear feeds
+[B,M,N] through Linear(N, K) with bias; element-wise ops, ln and softmax take [B,H] tensors.
+Latency = mean of the fastest `KEEP_FRACTION` of `repeat` single calls, each timed with CUDA
+events after `warmup` calls (the dataset README's method). Kernel names and launch geometry come
+from the PyTorch profiler's trace (kernel events' args: grid, block, warps/blocks per SM).
+"""
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+
+from . import paths
+
+GEMM_OPS = ("bmm", "linear")
+EW_OPS = ("add", "addu", "mul", "mulu", "div", "divu", "pow", "powu", "relu", "gelu", "tanh")
+VEC_OPS = EW_OPS + ("ln", "softmax")
+ALL_OPS = GEMM_OPS + VEC_OPS
+GEMM_DIMS = ("B", "M", "N", "K")
+VEC_DIMS = ("B", "H")
+KEEP_FRACTION = 0.5  # latency = mean of the fastest half of the timed calls
+SLOW_MS = 50.0       # a first call slower than this gets at most 2 warmup and 6 timed calls
+SCALAR = 1.5         # the scalar operand of the 'u' ops (x + 1.5, x * 1.5, x / 1.5, x ** 1.5)
+
+LABEL = "lib.profile:"  # record_function label prefix of one profiled call: LABEL + index
+
+# Dataset shape lists per op: data/neusight/data/dataset/dims/<split>_<list>.csv
+DIMS_LIST = {"bmm": ("bmm", "bmm"), "linear": ("linear", "linear"), "ln": ("ln", "vec"),
+             **{op: ("vec", "vec") for op in EW_OPS + ("softmax",)}}
+
+
+class ProfileError(RuntimeError):
+    """Bad arguments or input files; the message names the file/field."""
+
+
+def dims_of(op: str) -> tuple[str, ...]:
+    """The dims columns of an op: B,M,N,K for GEMMs, B,H for the rest."""
+    if op not in ALL_OPS:
+        raise ProfileError(f"unknown op '{op}'; known: {', '.join(ALL_OPS)}")
+    return GEMM_DIMS if op in GEMM_OPS else VEC_DIMS
+
+
+def read_dims(path: Path | str, dims: tuple[str, ...]) -> list[tuple[int, ...]]:
+    """Shapes from a dims file (`B;M;N;K` or `B;H` per line, no header; commas accepted too)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProfileError(f"{path}: dims file not found")
+    shapes = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = [f.strip() for f in line.replace(",", ";").split(";")]
+        if lineno == 1 and fields[0] == dims[0]:
+            continue  # a header line naming the dims
+        if len(fields) != len(dims):
+            raise ProfileError(f"{path}:{lineno}: expected {len(dims)} fields "
+                               f"({';'.join(dims)}), got {len(fields)}: {line!r}")
+        try:
+            values = tuple(int(f) for f in fields)
+        except ValueError:
+            raise ProfileError(f"{path}:{lineno}: not integers: {line!r}") from None
+        if min(values) <= 0:
+            raise ProfileError(f"{path}:{lineno}: dims must be positive: {line!r}")
+        shapes.append(values)
+    if not shapes:
+        raise ProfileError(f"{path}: no shapes")
+    return shapes
+
+
+def dataset_dims_file(op: str, split: str) -> Path:
+    """The dataset's shape list of an op for split 'train' or 'test'."""
+    train_list, test_list = DIMS_LIST[op]
+    name = train_list if split == "train" else test_list
+    return paths.NVIDIA_DATASET / "dims" / f"{split}_{name}.csv"
+
+
+def footprint_bytes(op: str, shape: tuple[int, ...]) -> int:
+    """fp32 bytes an op's inputs, weights and output occupy (4 bytes per element)."""
+    if op in GEMM_OPS:
+        B, M, N, K = shape
+        weights = N * K + K if op == "linear" else B * N * K
+        return 4 * (B * M * N + weights + B * M * K)
+    B, H = shape
+    return 4 * B * H * (3 if op in ("add", "mul", "div", "pow") else 2)
+
+
+def build_op(op: str, shape: tuple[int, ...], device="cpu", seed: int = 0):
+    """A zero-argument callable running one op on random fp32 tensors of `shape`."""
+    import torch
+    import torch.nn.functional as F
+
+    dims_of(op)
+    g = torch.Generator(device=device).manual_seed(seed)
+    rand = lambda *s: torch.rand(*s, generator=g, device=device)  # noqa: E731  in [0, 1): pow stays real
+    if op == "bmm":
+        B, M, N, K = shape
+        a, b = rand(B, M, N), rand(B, N, K)
+        return lambda: torch.bmm(a, b)
+    if op == "linear":
+        B, M, N, K = shape
+        layer = torch.nn.Linear(N, K, bias=True, device=device)
+        x = rand(B, M, N)
+        return lambda: layer(x)
+    B, H = shape
+    x = rand(B, H)
+    y = rand(B, H) + 0.5 if op in ("add", "mul", "div", "pow") else None  # second operand
+    if op == "ln":
+        norm = torch.nn.LayerNorm(H, device=device)
+        return lambda: norm(x)
+    table = {
+        "add": lambda: x + y, "addu": lambda: x + SCALAR,
+        "mul": lambda: x * y, "mulu": lambda: x * SCALAR,
+        "div": lambda: x / y, "divu": lambda: x / SCALAR,
+        "pow": lambda: torch.pow(x, y), "powu": lambda: torch.pow(x, SCALAR),
+        "relu": lambda: torch.relu(x), "gelu": lambda: F.gelu(x), "tanh": lambda: torch.tanh(x),
+        "softmax": lambda: torch.softmax(x, dim=-1),
+    }
+    return table[op]
+
+
+def time_op(fn, warmup: int = 10, repeat: int = 30) -> float:
+    """Latency (ms): mean of the fastest KEEP_FRACTION of `repeat` CUDA-event-timed calls."""
+    import torch
+
+    first_s, first_e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    first_s.record()
+    fn()
+    first_e.record()
+    torch.cuda.synchronize()
+    if first_s.elapsed_time(first_e) > SLOW_MS:  # long kernels: few calls give a stable mean
+        warmup, repeat = min(warmup, 2), min(repeat, 6)
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return fastest_mean([s.elapsed_time(e) for s, e in zip(starts, ends)])
+
+
+def fastest_mean(times_ms: list[float], keep: float = KEEP_FRACTION) -> float:
+    """Mean of the fastest ceil(keep * n) values."""
+    if not times_ms:
+        raise ValueError("no timings")
+    n = max(1, math.ceil(keep * len(times_ms)))
+    return float(sum(sorted(times_ms)[:n]) / n)
+
+
+def kernels_by_label(trace: dict, prefix: str = LABEL) -> dict[str, list[dict]]:
+    """GPU kernels of each record_function(label) range in a chrome trace, in launch order.
+
+    A kernel belongs to the label whose CPU range holds the runtime call that launched it
+    (kernel and launch share args['correlation']).
+    """
+    events = trace.get("traceEvents", [])
+    ranges = [(e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in events
+              if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix)]
+    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    out: dict[str, list[dict]] = {name: [] for _, _, name in ranges}
+    for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"]):
+        ts = launch_ts.get(k.get("args", {}).get("correlation"))
+        for lo, hi, name in ranges:
+            if ts is not None and lo <= ts <= hi:
+                out[name].append(k)
+                break
+    return out
+
+
+def kernel_columns(kernels: list[dict], num_sm: int) -> dict:
+    """Schema columns from one call's kernels: the longest kernel's name and geometry, all names."""
+    if not kernels:
+        return {"Kernel Name": "", "Kernels": ""}
+    main = max(kernels, key=lambda k: k.get("dur", 0))
+    args = main.get("args", {})
+    grid = list(args.get("grid", [1, 1, 1])) + [1, 1, 1]
+    block = list(args.get("block", [1, 1, 1])) + [1, 1, 1]
+    blocks = grid[0] * grid[1] * grid[2]
+    # warps per SM = blocks x ceil(threads per block / 32) / SMs (the profiler's own value when given)
+    warps = blocks * math.ceil(block[0] * block[1] * block[2] / 32)
+    return {"Kernel Name": main["name"],
+            "Warps per SM": args.get("warps per SM", warps / num_sm),
+            "Blocks per SM": args.get("blocks per SM", blocks / num_sm),
+            "Grid x": grid[0], "Grid y": grid[1], "Grid z": grid[2],
+            "Block x": block[0], "Block y": block[1], "Block z": block[2],
+            "Kernels": "".join(";" + k["name"] for k in kernels)}
+
+
+def profile_kernels(calls: list, num_sm: int) -> list[dict]:
+    """Run each callable once under the PyTorch profiler; kernel columns per call."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i, fn in enumerate(calls):
+            with record_function(f"{LABEL}{i}"):
+                fn()
+            torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        trace_path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(trace_path))
+        trace = json.loads(trace_path.read_text())
+    found = kernels_by_label(trace)
+    return [kernel_columns(found.get(f"{LABEL}{i}", []), num_sm) for i in range(len(calls))]

@@ -1,0 +1,105 @@
+"""The collector's ops, dims files, timing reduction and trace parsing (lib.profile_ops), on CPU."""
+import pytest
+import torch
+
+from lib import profile_ops as P
+
+
+def test_read_dims_gemm_and_vec(tmp_path):
+    f = tmp_path / "d.csv"
+    f.write_text("8;2;18;16\n\n15;9;7;6\n")
+    assert P.read_dims(f, P.GEMM_DIMS) == [(8, 2, 18, 16), (15, 9, 7, 6)]
+    g = tmp_path / "v.csv"
+    g.write_text("B;H\n127,168\n")  # header and commas accepted
+    assert P.read_dims(g, P.VEC_DIMS) == [(127, 168)]
+
+
+@pytest.mark.parametrize("text, needle", [("1;2;3\n", "expected 4 fields"), ("1;2;x;4\n", "not integers"),
+                                          ("1;0;3;4\n", "positive"), ("\n", "no shapes")])
+def test_read_dims_errors_name_file_and_line(tmp_path, text, needle):
+    f = tmp_path / "bad.csv"
+    f.write_text(text)
+    with pytest.raises(P.ProfileError, match=needle) as e:
+        P.read_dims(f, P.GEMM_DIMS)
+    assert "bad.csv" in str(e.value)
+
+
+def test_missing_dims_file(tmp_path):
+    with pytest.raises(P.ProfileError, match="not found"):
+        P.read_dims(tmp_path / "nope.csv", P.VEC_DIMS)
+
+
+def test_dataset_dims_files_parse():
+    # the dataset's own lists: GEMM lists have 4 fields, vec/ln lists 2
+    for op in ("bmm", "linear", "add", "ln"):
+        for split in ("train", "test"):
+            path = P.dataset_dims_file(op, split)
+            if path.is_file():
+                shapes = P.read_dims(path, P.dims_of(op))
+                assert len(shapes) > 100
+
+
+def test_dims_of():
+    assert P.dims_of("bmm") == ("B", "M", "N", "K")
+    assert P.dims_of("softmax") == ("B", "H")
+    with pytest.raises(P.ProfileError, match="unknown op 'conv2d'"):
+        P.dims_of("conv2d")
+
+
+def test_ops_have_dataset_semantics():
+    # bmm [B,M,N] @ [B,N,K] -> [B,M,K]; N is reduced
+    assert P.build_op("bmm", (2, 3, 4, 5))().shape == (2, 3, 5)
+    # linear: [B,M,N] through Linear(N,K) with bias -> [B,M,K]
+    assert P.build_op("linear", (1, 3, 4, 5))().shape == (1, 3, 5)
+    for op in P.VEC_OPS:
+        assert P.build_op(op, (3, 7))().shape == (3, 7), op
+    # softmax over the last dim: rows sum to 1; ln: rows have mean 0
+    assert torch.allclose(P.build_op("softmax", (4, 9))().sum(-1), torch.ones(4))
+    assert torch.allclose(P.build_op("ln", (4, 9))().mean(-1), torch.zeros(4), atol=1e-5)
+    # the 'u' forms use the scalar: (x + s) - x == s
+    addu, relu = P.build_op("addu", (2, 5), seed=1)(), P.build_op("relu", (2, 5), seed=1)()
+    assert torch.allclose(addu - relu, torch.full((2, 5), P.SCALAR))  # x in [0,1): relu(x) == x
+
+
+def test_footprint_bytes():
+    assert P.footprint_bytes("bmm", (2, 3, 4, 5)) == 4 * (2 * 3 * 4 + 2 * 4 * 5 + 2 * 3 * 5)
+    assert P.footprint_bytes("linear", (1, 3, 4, 5)) == 4 * (12 + 20 + 5 + 15)
+    assert P.footprint_bytes("add", (10, 10)) == 4 * 300
+    assert P.footprint_bytes("relu", (10, 10)) == 4 * 200
+
+
+def test_fastest_mean():
+    assert P.fastest_mean([5.0, 1.0, 3.0, 2.0]) == pytest.approx(1.5)   # fastest 2 of 4
+    assert P.fastest_mean([4.0, 1.0, 3.0]) == pytest.approx(2.0)        # ceil(1.5) = 2
+    assert P.fastest_mean([7.0]) == 7.0
+
+
+def _trace():
+    ev = [{"cat": "user_annotation", "name": "lib.profile:0", "ts": 0, "dur": 10},
+          {"cat": "user_annotation", "name": "lib.profile:1", "ts": 20, "dur": 10},
+          {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2, "args": {"correlation": 1}},
+          {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 5, "args": {"correlation": 2}},
+          {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 22, "args": {"correlation": 3}},
+          {"cat": "kernel", "name": "fill", "ts": 100, "dur": 1,
+           "args": {"correlation": 1, "grid": [1, 1, 1], "block": [128, 1, 1]}},
+          {"cat": "kernel", "name": "ampere_sgemm_128x64_tn", "ts": 102, "dur": 9,
+           "args": {"correlation": 2, "grid": [4, 2, 1], "block": [128, 1, 1]}},
+          {"cat": "kernel", "name": "relu_kernel", "ts": 130, "dur": 3,
+           "args": {"correlation": 3, "grid": [10, 1, 1], "block": [64, 2, 1],
+                    "warps per SM": 0.5, "blocks per SM": 0.25}}]
+    return {"traceEvents": ev}
+
+
+def test_kernels_by_label_and_columns():
+    found = P.kernels_by_label(_trace())
+    assert [k["name"] for k in found["lib.profile:0"]] == ["fill", "ampere_sgemm_128x64_tn"]
+    assert [k["name"] for k in found["lib.profile:1"]] == ["relu_kernel"]
+    cols = P.kernel_columns(found["lib.profile:0"], num_sm=4)
+    assert cols["Kernel Name"] == "ampere_sgemm_128x64_tn"   # the longest kernel
+    assert cols["Kernels"] == ";fill;ampere_sgemm_128x64_tn"
+    assert (cols["Grid x"], cols["Grid y"], cols["Block x"]) == (4, 2, 128)
+    assert cols["Blocks per SM"] == pytest.approx(8 / 4)
+    assert cols["Warps per SM"] == pytest.approx(8 * 4 / 4)   # 128 threads = 4 warps per block
+    cols = P.kernel_columns(found["lib.profile:1"], num_sm=4)
+    assert cols["Warps per SM"] == 0.5                        # the profiler's own value wins
+    assert P.kernel_columns([], 4)["Kernel Name"] == ""
