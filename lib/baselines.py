@@ -2,6 +2,8 @@
 
 roofline:  latency_ms = flops / min(intensity * mem_bw, peak)          (lib.roofline)
 habitat:   MLP(log dims, op one-hot, log spec) -> latency (lib.direct), training GPUs only.
+           At prediction, an input that was constant on the training GPUs (cores_per_sm: 64 on
+           all of them) is held at its training value, and latency_ms = exp(min(log_ms, MAX_LOG_MS)).
 li:        latency_ms = a * flops + b, one (a, b) per (GPU, op), fitted on THAT GPU's own
            training-shape measurements (split == 'train' rows of the target). It needs
            measurements on the target, so it cannot forecast a GPU without them (OOD GPUs in
@@ -28,11 +30,50 @@ def habitat_predict(df: pd.DataFrame, cfg: dict | None = None) -> np.ndarray:
     layers = cfg.pop("layers", 8)
     out = np.full(len(df), np.nan)
     cls = df["op"].map(OP_CLASS).to_numpy()
+    seed = cfg.get("seed", TrainConfig().seed)
     for op_class in pd.unique(cls):
         rows = np.flatnonzero(cls == op_class)
         model = _habitat_model(op_class, layers, tuple(sorted(cfg.items())), max_rows)
-        out[rows] = model.predict(df.iloc[rows])
+        out[rows] = _habitat_latency_ms(model, df.iloc[rows], *_training_range(op_class, max_rows, seed))
     return out
+
+
+# A feature constant on the training GPUs has a float32 std that is rounding noise (1e-5..1e-3, above
+# lib.direct's 1e-8 guard), so z = (x - mean) / std of any other value is in the hundreds or more: on
+# a GPU with 128 cores per SM (H100, L4, ...) log latencies reached ~230 (exp overflowed to inf) or
+# sank to ~1e-17 ms. Such a feature told the model nothing, so it is held at its training value. The
+# cap keeps any other far extrapolation finite: exp(MAX_LOG_MS) ms = 1e12 ms, far above any kernel.
+MAX_LOG_MS = float(np.log(1e12))
+
+
+def _habitat_latency_ms(model, df: pd.DataFrame, lo: np.ndarray, hi: np.ndarray,
+                        batch_rows: int = 65536) -> np.ndarray:
+    """latency_ms = exp(min(net(z) + log_offset, MAX_LOG_MS)), z = (x - mean) / std, x[lo == hi] = lo."""
+    import torch
+    from .direct import raw_features
+
+    raw = raw_features(df, model.op_class)
+    constant = lo == hi
+    raw[:, constant] = lo[constant]
+    z = torch.from_numpy(((raw - model.mean) / model.std).astype(np.float32))
+    model.model.eval()
+    with torch.no_grad():
+        log_ms = np.concatenate([model.model(z[i:i + batch_rows]).numpy().astype(np.float64)
+                                 for i in range(0, len(z), batch_rows)] or [np.zeros(0)])
+    return np.exp(np.minimum(log_ms + model.log_offset, MAX_LOG_MS))
+
+
+_RANGE: dict = {}
+
+
+def _training_range(op_class: str, max_rows: int | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(min, max) of each raw feature over the rows lib.direct.train_direct trains on."""
+    from .direct import raw_features, training_rows
+    key = (op_class, max_rows, seed)
+    if key not in _RANGE:
+        raw = raw_features(training_rows(op_class, max_rows, seed), op_class)
+        _RANGE[key] = (raw.min(axis=0), raw.max(axis=0))
+    return _RANGE[key]
 
 
 _HABITAT: dict = {}

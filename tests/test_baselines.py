@@ -1,5 +1,6 @@
 """Baselines: Li et al.'s least-squares fit by hand, and the Habitat collapse guard."""
 import numpy as np
+import pandas as pd
 import pytest
 
 from lib import baselines
@@ -35,3 +36,39 @@ def test_healthy_habitat_model_is_kept(monkeypatch):
     monkeypatch.setattr(lib.direct, "train_direct", lambda *a, cfg, **k: FakeModel(cfg.lr, 0.05))
     monkeypatch.setattr(baselines, "_HABITAT", {})
     assert baselines._habitat_model("BMM", 4, (("lr", 2e-3),), None).lr == 2e-3
+
+
+TRAIN_POINT = np.log([2, 64, 64, 64, 1000, 10000, 80, 40, 16, 1400, 64]).astype(np.float32)  # B..K, spec
+
+
+def _tiny_habitat(std_cores):
+    """A BMM direct predictor whose net is relu(sum of z): latency_ms = exp(relu(sum z) + log 2)."""
+    import torch
+    from lib import direct
+
+    net = direct.MLP(len(TRAIN_POINT), layers=1, width=1)
+    with torch.no_grad():
+        net.body[0].weight.fill_(1.0), net.body[0].bias.zero_()
+        net.head.weight.fill_(1.0), net.head.bias.zero_()
+    std = np.ones(len(TRAIN_POINT), np.float32)
+    std[-1] = std_cores          # cores_per_sm: constant in training, its float32 std is rounding noise
+    return direct.DirectPredictor("BMM", "mlp", 1, 1, net, TRAIN_POINT, std, float(np.log(2.0)), {})
+
+
+def _bmm_row(cores_per_sm, B=2):
+    return pd.DataFrame([{"op": "bmm", "B": B, "M": 64, "N": 64, "K": 64, "mem_bw_gbps": 1000,
+                          "peak_gflops": 10000, "num_sm": 80, "l2_mb": 40, "mem_gb": 16,
+                          "freq_mhz": 1400, "cores_per_sm": cores_per_sm}])
+
+
+def test_habitat_prediction_is_finite_on_an_unseen_cores_per_sm(monkeypatch):
+    lo = TRAIN_POINT.copy()
+    lo[:-1] -= 1.0               # every feature but cores_per_sm varied in training
+    monkeypatch.setattr(baselines, "_habitat_model", lambda *a: _tiny_habitat(std_cores=1e-4))
+    monkeypatch.setattr(baselines, "_training_range", lambda *a: (lo, TRAIN_POINT), raising=False)
+    # the training point itself: z = 0, latency = exp(0 + log 2) = 2 ms
+    assert baselines.habitat_predict(_bmm_row(64)) == pytest.approx([2.0], rel=1e-5)
+    # 128 cores per SM: z = log(2) / 1e-4 ~ 6931 overflowed exp to inf; held at 64 it is 2 ms again
+    assert baselines.habitat_predict(_bmm_row(128)) == pytest.approx([2.0], rel=1e-5)
+    # B = 2e300: z_B = log(1e300) ~ 691, far past MAX_LOG_MS = log(1e12), so the cap applies
+    assert baselines.habitat_predict(_bmm_row(64, B=2e300)) == pytest.approx([1e12], rel=1e-5)
