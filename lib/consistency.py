@@ -1,0 +1,170 @@
+"""Are the label CSVs' GEMM latencies consistent with the kernel dataset's, shape for shape? (notebook 05).
+
+A label CSV measures every fx node of one model run; the kernel dataset measures GEMMs one at a
+time. Where a label's FC or BMM node has a shape that the kernel dataset also measured on the same
+GPU, both are measurements of the same kernel, so
+    ratio = label_fw_ms / kernel_ms
+should be ~1. Where it is not, no predictor trained on the kernel dataset can match that label:
+the disagreement is a floor under the end-to-end error on that GPU.
+Shapes, in the dataset's naming (lib.data):
+    FC  (nn.Linear module, addmm, linear): x [..., N] -> out [..., K];  B = 1, M = prod(out[:-1])
+    BMM (matmul, bmm, baddbmm):  a [..., M, N] @ b [..., N, K] -> out [..., M, K];  B = prod(out[:-2])
+"""
+from __future__ import annotations
+
+import ast
+import math
+import re
+
+import numpy as np
+import pandas as pd
+
+from .calibration import label_nodes
+
+# Op class -> op name of the kernel dataset.
+DATASET_OP = {"FC": "linear", "BMM": "bmm"}
+# Ratios inside this band count as consistent (a 10% run-to-run/setup difference).
+BAND = (0.9, 1.1)
+# Functions whose GEMM operands are input_shapes[1:3] (input_shapes[0] is the added bias/input).
+_ADD_FIRST = ("addmm", "baddbmm")
+COLUMNS = ["device", "gpu", "model", "mode", "batch", "seq", "name", "part", "weight", "op_class",
+           "B", "M", "N", "K", "label_fw_ms", "kernel_ms", "ratio"]
+
+
+def _base(op: str, target: str) -> str:
+    """Function name of an fx node ('module' for call_module)."""
+    if op == "call_module":
+        return "module"
+    return re.sub(r" of type object.*| at 0x.*|<built-in (function|method) |<function |>", "", str(target)).strip()
+
+
+def gemm_shape(op_class: str, op: str, target: str, input_shapes, output_shape) -> tuple | None:
+    """(B, M, N, K) of an FC/BMM fx node in the dataset's naming, or None if its shapes cannot be read."""
+    try:
+        ins = ast.literal_eval(str(input_shapes))
+        out = ast.literal_eval(str(output_shape))
+    except (ValueError, SyntaxError):
+        return None
+    if not (isinstance(ins, list) and isinstance(out, tuple) and len(out) >= 2
+            and all(isinstance(s, int) for s in out)):
+        return None
+    ins = ins[1:] if _base(op, target) in _ADD_FIRST else ins
+    if not ins or not all(isinstance(s, list) and s and all(isinstance(d, int) for d in s) for s in ins):
+        return None
+    if op_class == "FC":
+        # FC: B = 1, M = rows = prod(out[:-1]), N = in features = x[-1], K = out features = out[-1].
+        rows = math.prod(out[:-1])
+        if math.prod(ins[0][:-1]) != rows:
+            return None
+        return 1, rows, ins[0][-1], out[-1]
+    if op_class == "BMM" and len(ins) >= 2 and len(ins[0]) >= 2 and len(ins[1]) >= 2:
+        a, b = ins[0], ins[1]
+        # BMM: a [..., M, N] @ b [..., N, K] -> out [..., M, K]; B = prod(out[:-2]) (1 for 2-D).
+        if a[-1] != b[-2] or (a[-2], b[-1]) != tuple(out[-2:]):
+            return None
+        return math.prod(out[:-2]), a[-2], a[-1], b[-1]
+    return None
+
+
+def _default_labels() -> pd.DataFrame:
+    """NVIDIA labels that have a node CSV."""
+    from .labels import load_labels
+    labels = load_labels()
+    return labels[(labels["vendor"] == "nvidia") & (labels["csv"] != "")].reset_index(drop=True)
+
+
+def _label_rows(r, op_classes) -> list:
+    """Matchable GEMM nodes of one label CSV (before the kernel-dataset lookup)."""
+    nodes = label_nodes(r.csv)
+    nodes = nodes[nodes["cls"].isin(op_classes) & (nodes["fw_latency_ms"] > 0)]
+    rows = []
+    for n in nodes.itertuples():
+        shape = gemm_shape(n.cls, n.op, n.target, n.input_shapes, n.output_shape)
+        if shape is None:
+            continue
+        # weight: how often the node runs in the whole model (layer nodes once per layer).
+        weight = max(int(r.num_layer), 1) if n.part == "layer" else 1
+        rows.append((r.device, r.gpu, r.model, r.mode, int(r.batch), int(r.seq), n.Name, n.part, weight,
+                     n.cls, *map(float, shape), float(n.fw_latency_ms)))
+    return rows
+
+
+def matched_nodes(labels: pd.DataFrame | None = None, op_classes=("FC", "BMM"),
+                  kernels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Label FC/BMM nodes whose shape the kernel dataset measured on the same GPU, with ratio = label / kernel."""
+    if labels is None:
+        labels = _default_labels()
+    bad = set(op_classes) - set(DATASET_OP)
+    if bad:
+        raise ValueError(f"op_classes: {sorted(bad)} not GEMM classes (use {sorted(DATASET_OP)})")
+    need = {"device", "gpu", "model", "mode", "batch", "seq", "csv", "num_layer"}
+    if missing := need - set(labels.columns):
+        raise ValueError(f"labels frame: missing columns {sorted(missing)} (use lib.labels.load_labels())")
+    if kernels is None:
+        from .data import load_kernels
+        kernels = load_kernels(ops=[DATASET_OP[c] for c in op_classes])
+    # Kernel dataset: median latency per (device, op class, B, M, N, K) over every split.
+    kern = kernels[kernels["op"].isin([DATASET_OP[c] for c in op_classes])]
+    kern = kern.assign(op_class=kern["op"].map({v: k for k, v in DATASET_OP.items()}))
+    kern = kern.groupby(["device", "op_class", "B", "M", "N", "K"], as_index=False)["latency_ms"].median()
+    labels = labels[(labels["csv"] != "") & labels["device"].isin(kern["device"].unique())]
+    rows = [row for r in labels.itertuples() for row in _label_rows(r, op_classes)]
+    nodes = pd.DataFrame(rows, columns=COLUMNS[:-2])
+    out = nodes.merge(kern.rename(columns={"latency_ms": "kernel_ms"}),
+                      on=["device", "op_class", "B", "M", "N", "K"], how="inner")
+    out["ratio"] = out["label_fw_ms"] / out["kernel_ms"]
+    return out[COLUMNS].reset_index(drop=True)
+
+
+def _summary(matched: pd.DataFrame, by: list) -> pd.DataFrame:
+    """labels, nodes, median ratio and % of ratios outside BAND per group of matched nodes."""
+    m = matched.assign(label=matched[["model", "mode", "batch", "seq"]].astype(str).agg("-".join, axis=1),
+                       outside=(~matched["ratio"].between(*BAND)) * 100.0)
+    return m.groupby(by).agg(labels=("label", "nunique"), nodes=("ratio", "size"),
+                             median_ratio=("ratio", "median"), outside_pct=("outside", "mean")).reset_index()
+
+
+def consistency_table(matched: pd.DataFrame) -> pd.DataFrame:
+    """Per device (model 'ALL') and per device x model: labels, nodes, median ratio, % outside [0.9, 1.1]."""
+    cols = ["device", "model", "labels", "nodes", "median_ratio", "outside_pct"]
+    if matched.empty:
+        return pd.DataFrame(columns=cols)
+    t = pd.concat([_summary(matched, ["device"]).assign(model="ALL"), _summary(matched, ["device", "model"])],
+                  ignore_index=True)
+    t["_all"] = t["model"] != "ALL"
+    t = t.sort_values(["device", "_all", "model"])
+    return t[cols].reset_index(drop=True)
+
+
+def kernel_floor_ape(matched: pd.DataFrame) -> pd.DataFrame:
+    """Per device: APE (%) of the matched GEMMs' forward time if predicted EXACTLY as the kernel dataset measured them."""
+    # A perfect predictor of the kernel dataset predicts kernel_ms for every matched node, so per label
+    #   floor_ape_pct = |sum_i w_i kernel_ms_i - sum_i w_i label_fw_ms_i| / sum_i w_i label_fw_ms_i * 100
+    # (w_i = num_layer for nodes of the layer, 1 for prologue/epilogue: the whole model's forward GEMM
+    # time over the matched nodes), and per label from its median ratio r = median(label / kernel):
+    #   median_floor_ape_pct = |1 / r - 1| * 100   (the APE of predicting label_fw_ms / r).
+    # Both are averaged over the device's labels. This is the error on the GEMM part alone; the
+    # end-to-end error also weighs in the other ops and, for training, the backward pass.
+    cols = ["device", "labels", "median_ratio", "floor_ape_pct", "median_floor_ape_pct"]
+    if matched.empty:
+        return pd.DataFrame(columns=cols)
+    m = matched.assign(wk=matched["weight"] * matched["kernel_ms"], wl=matched["weight"] * matched["label_fw_ms"])
+    per_label = m.groupby(["device", "model", "mode", "batch", "seq"]).agg(
+        wk=("wk", "sum"), wl=("wl", "sum"), median_ratio=("ratio", "median")).reset_index()
+    per_label["floor_ape_pct"] = np.abs(per_label["wk"] - per_label["wl"]) / per_label["wl"] * 100
+    per_label["median_floor_ape_pct"] = np.abs(1 / per_label["median_ratio"] - 1) * 100
+    out = per_label.groupby("device").agg(labels=("model", "size"), median_ratio=("median_ratio", "median"),
+                                          floor_ape_pct=("floor_ape_pct", "mean"),
+                                          median_floor_ape_pct=("median_floor_ape_pct", "mean")).reset_index()
+    return out[cols]
+
+
+def repeat_spread(matched: pd.DataFrame) -> pd.DataFrame:
+    """Per device: how much one label CSV disagrees with itself on matched nodes of the same GEMM shape (notebook 05)."""
+    # For every (label, op class, B, M, N, K) measured >= 2 times in one CSV (e.g. BERT's query/key/value):
+    #   spread = max(label_fw_ms) / min(label_fw_ms);  per device: how many such groups, median and max spread.
+    keys = ["device", "model", "mode", "batch", "seq", "op_class", "B", "M", "N", "K"]
+    g = matched.groupby(keys)["label_fw_ms"].agg(["size", "max", "min"]).reset_index()
+    g = g[g["size"] >= 2].assign(spread=lambda d: d["max"] / d["min"])
+    return g.groupby("device").agg(groups=("spread", "size"), median_spread=("spread", "median"),
+                                   max_spread=("spread", "max")).reset_index()

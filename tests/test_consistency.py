@@ -1,0 +1,113 @@
+"""Tests of lib.consistency: GEMM shapes read from label fx nodes, ratios against a kernel table."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib.consistency import (consistency_table, gemm_shape, kernel_floor_ape, matched_nodes,
+                             repeat_spread)
+
+MATMUL = "<built-in method matmul of type object at 0x7fcd8c121d60>"
+ADDMM = "<built-in method addmm of type object at 0x15552dc96d80>"
+BMM = "<built-in method bmm of type object at 0x15552dc96d80>"
+# (op, target, input_shapes, output_shape, fw_latency, Name), in the label CSVs' format.
+NODES = [
+    ("placeholder", "input_ids", "[]", "(2, 8)", 0.0, "input_ids"),
+    ("call_module", "bert.embeddings.dense", "[[2, 8, 16]]", "(2, 8, 16)", 0.5, "bert_embeddings_dense"),
+    ("call_module", "bert.encoder.layer.0.attention.self.query", "[[2, 8, 16]]", "(2, 8, 32)", 0.3,
+     "bert_encoder_layer_0_attention_self_query"),
+    ("call_module", "bert.encoder.layer.0.attention.self.key", "[[2, 8, 16]]", "(2, 8, 32)", 0.6,
+     "bert_encoder_layer_0_attention_self_key"),
+    ("call_function", MATMUL, "[[2, 4, 8, 16], [2, 4, 16, 8]]", "(2, 4, 8, 8)", 0.05, "matmul"),
+    ("call_function", ADDMM, "[[32], [16, 16], [16, 32]]", "(16, 32)", 0.2, "addmm"),
+    ("call_function", BMM, "[[4, 8, 16], [4, 16, 8]]", "(4, 8, 8)", 0.07, "bmm"),
+    ("call_module", "bert.encoder.layer.0.output.dense", "[[2, 8, 64]]", "(2, 8, 16)", 0.0,
+     "bert_encoder_layer_0_output_dense"),
+    ("call_module", "bert.pooler.dense", "not a shape", "(2, 16)", 0.1, "bert_pooler_dense"),
+]
+
+
+def _label_csv(path):
+    df = pd.DataFrame(NODES, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"])
+    df["bw_latency"] = 0.0
+    df["dtype"] = "torch.float32"
+    df.to_csv(path, index=False)
+    return str(path)
+
+
+def _labels(csv):
+    return pd.DataFrame([dict(device="GPU X", gpu="GPU_X", model="bert_large", mode="inference", batch=2,
+                              seq=8, csv=csv, num_layer=24)])
+
+
+# Kernel dataset in tidy form: FC (1,16,16,32) measured three times (median 0.2), the matmul shape
+# (8,8,16,8) once, the embeddings FC (1,16,16,16) once; decoys on another GPU and under another op.
+KERNELS = pd.DataFrame([
+    ("linear", 1, 16, 16, 32, "GPU X", 0.1), ("linear", 1, 16, 16, 32, "GPU X", 0.2),
+    ("linear", 1, 16, 16, 32, "GPU X", 0.4), ("bmm", 8, 8, 16, 8, "GPU X", 0.05),
+    ("linear", 1, 16, 16, 16, "GPU X", 0.25), ("linear", 1, 16, 16, 32, "GPU Y", 9.0),
+    ("bmm", 1, 16, 16, 32, "GPU X", 9.0),
+], columns=["op", "B", "M", "N", "K", "device", "latency_ms"]).astype({c: float for c in "BMNK"})
+
+
+def test_gemm_shape_parses_fx_nodes():
+    assert gemm_shape("FC", "call_module", "x.dense", "[[2, 8, 16]]", "(2, 8, 32)") == (1, 16, 16, 32)
+    assert gemm_shape("FC", "call_function", ADDMM, "[[32], [16, 16], [16, 32]]", "(16, 32)") == (1, 16, 16, 32)
+    assert gemm_shape("BMM", "call_function", MATMUL, "[[2, 4, 8, 16], [2, 4, 16, 8]]", "(2, 4, 8, 8)") == (8, 8, 16, 8)
+    assert gemm_shape("BMM", "call_function", BMM, "[[4, 8, 16], [4, 16, 8]]", "(4, 8, 8)") == (4, 8, 16, 8)
+    # unreadable or inconsistent shapes are skipped
+    assert gemm_shape("FC", "call_module", "x.dense", "not a shape", "(2, 16)") is None
+    assert gemm_shape("BMM", "call_function", MATMUL, "[[2, 8, 16], [2, 8, 8]]", "(2, 8, 8)") is None
+
+
+def test_matched_nodes_by_hand(tmp_path):
+    m = matched_nodes(_labels(_label_csv(tmp_path / "bert_large-inf-8-2.csv")), kernels=KERNELS)
+    got = m.set_index("name")
+    # bmm (4,8,16,8): not in the kernel table; output_dense: fw 0; pooler: unreadable shape.
+    assert sorted(got.index) == ["addmm", "bert_embeddings_dense", "bert_encoder_layer_0_attention_self_key",
+                                 "bert_encoder_layer_0_attention_self_query", "matmul"]
+    assert got.loc["bert_encoder_layer_0_attention_self_query", "kernel_ms"] == pytest.approx(0.2)  # median
+    assert got.loc["bert_encoder_layer_0_attention_self_query", "ratio"] == pytest.approx(1.5)     # 0.3 / 0.2
+    assert got.loc["bert_encoder_layer_0_attention_self_key", "ratio"] == pytest.approx(3.0)       # 0.6 / 0.2
+    assert got.loc["addmm", "ratio"] == pytest.approx(1.0)                                          # 0.2 / 0.2
+    assert got.loc["matmul", ["B", "M", "N", "K"]].tolist() == [8, 8, 16, 8]
+    assert got.loc["matmul", "ratio"] == pytest.approx(1.0)
+    assert got.loc["bert_embeddings_dense", "ratio"] == pytest.approx(2.0)                         # 0.5 / 0.25
+    # layer nodes (first to last layer_0 node) run num_layer times; the prologue once.
+    assert got.loc["matmul", "weight"] == 24 and got.loc["addmm", "weight"] == 24
+    assert got.loc["bert_embeddings_dense", "part"] == "prologue" and got.loc["bert_embeddings_dense", "weight"] == 1
+    # Only BMM asked: FC nodes gone.
+    only = matched_nodes(_labels(_label_csv(tmp_path / "b.csv")), op_classes=("BMM",), kernels=KERNELS)
+    assert only["name"].tolist() == ["matmul"]
+
+
+def test_tables_by_hand(tmp_path):
+    m = matched_nodes(_labels(_label_csv(tmp_path / "bert_large-inf-8-2.csv")), kernels=KERNELS)
+    t = consistency_table(m).set_index("model")
+    # ratios 2.0, 1.5, 3.0, 1.0, 1.0 -> median 1.5; outside [0.9, 1.1]: 3 of 5.
+    assert t.loc["ALL", "nodes"] == 5 and t.loc["ALL", "labels"] == 1
+    assert t.loc["ALL", "median_ratio"] == pytest.approx(1.5)
+    assert t.loc["ALL", "outside_pct"] == pytest.approx(60.0)
+    assert t.loc["bert_large", "nodes"] == 5
+    f = kernel_floor_ape(m).iloc[0]
+    # weighted sums: label 0.5 + 24*(0.3 + 0.6 + 0.05 + 0.2) = 28.1; kernel 0.25 + 24*(0.2 + 0.2 + 0.05 + 0.2) = 15.85
+    assert f["floor_ape_pct"] == pytest.approx(abs(15.85 - 28.1) / 28.1 * 100)
+    assert f["median_floor_ape_pct"] == pytest.approx(abs(1 / 1.5 - 1) * 100)
+    s = repeat_spread(m).iloc[0]
+    assert s["groups"] == 1 and s["median_spread"] == pytest.approx(3.0)  # (1,16,16,32): 0.3, 0.6, 0.2
+
+
+def test_bad_labels_frame():
+    with pytest.raises(ValueError, match="missing columns"):
+        matched_nodes(pd.DataFrame({"device": ["x"]}), kernels=KERNELS)
+    with pytest.raises(ValueError, match="op_classes"):
+        matched_nodes(pd.DataFrame(), op_classes=("EW",), kernels=KERNELS)
+
+
+def test_real_p100_v100_bert_fc_agree():
+    from lib.labels import load_labels
+    labels = load_labels()
+    labels = labels[labels.gpu.isin(["Tesla_P100-PCIE-16GB", "Tesla_V100-PCIE-32GB"])
+                    & (labels.model == "bert_large") & (labels.csv != "")]
+    m = matched_nodes(labels, op_classes=("FC",))
+    assert len(m) >= 6
+    assert np.all((m.ratio >= 0.8) & (m.ratio <= 1.25)), m[["device", "name", "ratio"]]
