@@ -42,6 +42,11 @@ def _numel(shape_text) -> int:
     return math.prod(shape) if isinstance(shape, tuple) and all(isinstance(s, int) for s in shape) else 0
 
 
+def fx_function(target) -> str:
+    """Function name of a call_function / call_method fx target as the label CSVs print it."""
+    return re.sub(r" of type object.*| at 0x.*|<built-in (function|method) |<function |>", "", str(target)).strip()
+
+
 def node_class(op: str, target: str, output_shape) -> str:
     """Op class of one fx node of a label CSV (NONE: launches no kernel of its own)."""
     target = str(target)
@@ -54,7 +59,7 @@ def node_class(op: str, target: str, output_shape) -> str:
         return "NONE"
     if op not in ("call_function", "call_method"):
         return "NONE"
-    base = re.sub(r" of type object.*| at 0x.*|<built-in (function|method) |<function |>", "", target).strip()
+    base = fx_function(target)
     if base in ("matmul", "bmm", "baddbmm"):
         return "BMM"
     if base in ("addmm", "linear"):

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import ast
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
-from .calibration import label_nodes
+from .calibration import fx_function, label_nodes
 
 # Op class -> op name of the kernel dataset.
 DATASET_OP = {"FC": "linear", "BMM": "bmm"}
@@ -35,7 +34,7 @@ def _base(op: str, target: str) -> str:
     """Function name of an fx node ('module' for call_module)."""
     if op == "call_module":
         return "module"
-    return re.sub(r" of type object.*| at 0x.*|<built-in (function|method) |<function |>", "", str(target)).strip()
+    return fx_function(target)
 
 
 def gemm_shape(op_class: str, op: str, target: str, input_shapes, output_shape) -> tuple | None:
