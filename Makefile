@@ -46,7 +46,7 @@ unit: data
 
 notebooks-smoke: data ## prepare smoke notebooks (papermill parameters) and run them under nbval
 	$(PY) -m lib.notebooks prepare smoke $(NOTEBOOKS)
-	cd build/smoke && ../../$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --rootdir=. $(addsuffix .ipynb,$(NAMES))
+	cd build/smoke && NEUSIGHT_FIGURES=$(CURDIR)/build/smoke/figures ../../$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --rootdir=. $(addsuffix .ipynb,$(NAMES))
 
 bench: data ## measure set-up, data load, training and forecast speed: figures/tables/bench.csv
 	$(PY) -m lib.bench

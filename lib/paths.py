@@ -9,7 +9,7 @@ DEVICES_ADDED = DATA / "devices"        # GPU specs this project adds, each numb
 MEASURED = DATA / "measured"            # data this project measured itself (committed)
 BUILD = Path(os.environ.get("NEUSIGHT_BUILD", ROOT / "build"))  # caches, predictors, executed notebooks
 CACHE = BUILD / "cache"
-FIGURES = ROOT / "figures"
+FIGURES = Path(os.environ.get("NEUSIGHT_FIGURES", ROOT / "figures"))  # make test points it into build/smoke
 TABLES = FIGURES / "tables"
 
 # Layout of the materialized dataset (same as the dataset's README).
