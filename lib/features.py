@@ -15,6 +15,10 @@ from .tiles import add_tiles
 from .waves import add_waves
 
 FEATURES = ("f_flops", "f_bytes", "f_l2", "f_mem", "f_intensity")
+# Beyond the paper: whether ONE wave's data fits in L2 (one tile per SM per wave, lib.waves).
+# f_l2 compares the whole kernel's bytes with L2; a softmax or layernorm pass that re-reads its
+# rows runs from L2 when a wave's rows fit there, from DRAM when they do not.
+EXTRA_FEATURES = ("f_wave_l2",)
 GIGA = 1e9
 MEGA = 1e6
 
@@ -44,6 +48,8 @@ def add_features(df: pd.DataFrame, tiles: str = "oracle") -> pd.DataFrame:
     out["f_l2"] = np.log(wave_bytes / l2_per_sm)
     # f_mem = log(num_waves * bytes_per_tile / mem_size_per_sm)
     out["f_mem"] = np.log(wave_bytes / mem_size_per_sm)
+    # f_wave_l2 = log(bytes_per_tile / l2_per_sm)
+    out["f_wave_l2"] = np.log(out["bytes_per_tile"] / l2_per_sm)
     # f_intensity = log((flops_per_tile / bytes_per_tile) / (peak_flops / mem_bw))
     out["f_intensity"] = np.log((out["flops_per_tile"] / out["bytes_per_tile"]) / (peak_flops / mem_bw))
     return out

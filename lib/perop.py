@@ -21,6 +21,7 @@ from .metrics import ape
 # column -> (label, method, tiles)
 VARIANTS = {
     "pred_neusight": ("NeuSight (spec-only tiles)", "neusight", "spec"),
+    "pred_neusight_general": ("NeuSight (spec-only tiles, unseen-GPU model on every GPU)", "neusight", "spec"),
     "pred_neusight_autotune": ("NeuSight (autotuned tiles)", "neusight", "autotune"),
     "pred_neusight_classifier": ("NeuSight (classifier tiles)", "neusight", "classifier"),
     "pred_neusight_oracle": ("NeuSight (oracle tiles, target's kernel names)", "neusight", "oracle"),
@@ -46,10 +47,13 @@ def test_table(max_rows_per_class: int | None = None, seed: int = 0) -> pd.DataF
 def predict_all(df: pd.DataFrame, columns=tuple(VARIANTS), cfg_by_class: dict | None = None,
                 habitat_cfg: dict | None = None) -> pd.DataFrame:
     """df plus one pred_* column per variant (see VARIANTS), each predicted device by device."""
+    from .selection import DEFAULT_CONFIGS
     out = df.copy()
     for col in columns:
         _, method, tiles = VARIANTS[col]
-        out[col] = predict_by_device(df, method, tiles, cfg_by_class, habitat_cfg)
+        # the general variant: the unseen-GPU configs on training GPUs too (no known-GPU model)
+        cfg = (cfg_by_class or DEFAULT_CONFIGS) if col == "pred_neusight_general" else cfg_by_class
+        out[col] = predict_by_device(df, method, tiles, cfg, habitat_cfg)
     return out
 
 
@@ -146,7 +150,7 @@ def selection_curves(op_class: str, cfg: dict, holdouts=None, shapes: bool = Tru
     cfg = dict(cfg or {})
     n, seed0 = cfg.pop("ensemble", 1), cfg.get("seed", 0)
     rows = []
-    for run in [*(holdouts or TRAIN_GPUS_NVIDIA), *(["shapes"] if shapes else [])]:
+    for run in [*(TRAIN_GPUS_NVIDIA if holdouts is None else holdouts), *(["shapes"] if shapes else [])]:
         for s in range(seed0, seed0 + n):
             p = train_predictor(op_class, {**cfg, "seed": s, "validation": run})
             rows += [{"op_class": op_class, "run": run, "seed": s, "epoch": h["epoch"] + 1,
@@ -188,3 +192,20 @@ def selection_table(candidates: dict, holdouts=None) -> pd.DataFrame:
     out = pd.concat(frames, ignore_index=True)
     out = out[["op_class", "config", "candidate", "epochs", "logo_mape", "shapes_mape", "score"]]
     return out.sort_values(["op_class", "score"], kind="stable").reset_index(drop=True)
+
+
+# Forecasts ON a training GPU (lib.selection, second protocol): such a GPU's own training rows are
+# training data, so its model may learn one efficiency per GPU (device_factors) and is judged on
+# held-out shapes of the five training GPUs alone. Per candidate config (with device factors):
+#   shapes_mape(E) = seed-mean held-out-shape MAPE after E epochs;  score = min over E of shapes_mape(E)
+def known_gpu_selection_table(candidates: dict) -> pd.DataFrame:
+    """Best epoch and held-out-shape MAPE (%) of every candidate {op_class: {name: cfg}} trained with
+    device factors; one row per (op_class, config), best (lowest shapes_mape) first within each class."""
+    rows = []
+    for op_class, cands in candidates.items():
+        for name, cfg in tqdm(cands.items(), desc=f"known-GPU selection {op_class}", file=sys.stderr, leave=False):
+            curves = selection_curves(op_class, {**cfg, "device_factors": True}, holdouts=())
+            mean = curves.groupby("epoch")["val_mape"].mean()
+            rows.append({"op_class": op_class, "config": name, "epochs": int(mean.idxmin()),
+                         "shapes_mape": float(mean.min())})
+    return pd.DataFrame(rows).sort_values(["op_class", "shapes_mape"], kind="stable").reset_index(drop=True)

@@ -31,76 +31,14 @@ from . import train as train_mod
 from . import waves as waves_mod
 from .data import EW_OPS, OP_CLASS, OP_CLASSES, fingerprint, load_kernels
 from .devices import TRAIN_GPUS_NVIDIA
-from .features import FEATURES, add_features
+from .features import EXTRA_FEATURES, FEATURES, add_features
+from .selection import (CANDIDATES, DEFAULT_CONFIGS, KNOWN_CONFIGS, KNOWN_SELECTED, LOGO_CONFIGS,  # noqa: F401
+                        LOGO_ONLY_CONFIGS, LOGO_SELECTED, SELECTED)
 from .train import TrainConfig
 
 GIGA = 1e9
 MS_PER_S = 1e3
 SHAPE_COLS = ("op", "B", "M", "N", "K", "H")
-
-# Selection protocol (notebook 04), first version: every choice was made by leave-one-GPU-out
-# (LOGO) validation among the five training GPUs -- train on four, early-stop on and score the
-# fifth, rotate over all five (lib.perop.logo_table) -- never on OOD GPUs. The search config:
-_BASE = {"layers": 4, "width": 128, "epochs": 40, "batch_size": 1024, "lr": 2e-3, "patience": 10}
-# LOGO-only choices per class (mean held-out-GPU MAPE over the five folds, oracle tiles; recomputed
-# in notebook 04): input features (f_mem / f_l2 dropped where LOGO preferred it), learning rate,
-# seeds averaged (ensemble), and epochs = the median over the folds of the epoch with the best
-# held-out-GPU error. GEMMs stay single models: the autotuner scores 14 tiles per kernel, and a
-# 3-seed ensemble did not help FC in LOGO.
-_F3 = ("f_flops", "f_bytes", "f_intensity")
-LOGO_SELECTED = {
-    "BMM": {"features": ("f_flops", "f_bytes", "f_l2", "f_intensity"), "epochs": 10},
-    "FC": {"features": FEATURES, "epochs": 1},
-    "EW": {"features": _F3, "epochs": 7},
-    "SOFTMAX": {"features": FEATURES, "lr": 5e-4, "ensemble": 3, "epochs": 7},
-    "LN": {"features": FEATURES, "ensemble": 3, "epochs": 9},
-}
-# PROTOCOL AMENDMENT, made AFTER the first OOD numbers of the LOGO-only choice had been seen (spec
-# tiles, OOD MAPE %: BMM 16.3, FC 15.7, EW 50.0, SOFTMAX 23.7, LN 35.1). Motivation, from the
-# training GPUs only: LOGO alone under-fits -- EW's in-distribution error went 1.8 -> 25.9 % with
-# 3 features / 7 epochs, FC was chosen at 1 epoch, and the training GPUs' own end-to-end labels show
-# EW kernels over-predicted 1.3-1.7x on P100, T4, V100 and A100-40GB; the EW LOGO mean is dominated
-# by the A100 fold (the only held-out GPU with a large L2, an extrapolation no other fold asks for).
-# Amended criterion (training GPUs only, never OOD; lib.perop.selection_table): per candidate
-# config (the LOGO choice, all five features, the five without f_mem; lr and ensemble kept) and
-# epoch count E in {median LOGO-fold best epoch, held-out-shape best epoch, their geometric mean}:
-#   score = (mean over the 5 LOGO folds of held-out-GPU MAPE after E epochs
-#            + MAPE on held-out shapes of the 5 training GPUs after E epochs) / 2
-# (held-out shapes = lib.train.fit's 'shapes' validation split inside the training split, not
-# test_id; ensembles: mean of the seeds' errors). Every search run trains all 40 epochs:
-_F4 = tuple(f for f in FEATURES if f != "f_mem")
-_SEARCH = {**_BASE, "patience": _BASE["epochs"]}
-CANDIDATES = {c: {name: {**_SEARCH, **{k: v for k, v in LOGO_SELECTED[c].items() if k != "epochs"}, "features": f}
-                  for name, f in {"logo_choice": LOGO_SELECTED[c]["features"], "all5": FEATURES, "no_f_mem": _F4}.items()
-                  if name == "logo_choice" or f != LOGO_SELECTED[c]["features"]}
-              for c in OP_CLASSES}
-# The lowest score per class (recomputed in notebook 04, table 04-selection-scores):
-#   BMM  logo_choice (no f_mem), E = 11 (geometric mean)   LOGO 28.8, shapes 20.4 -> 24.6
-#   FC   no_f_mem,               E = 11 (LOGO median)      LOGO 37.0, shapes 24.4 -> 30.7
-#   EW   all5,                   E = 1  (LOGO median)      LOGO 58.1, shapes 10.4 -> 34.2
-#   SOFTMAX logo_choice (all5),  E = 7  (LOGO median)      LOGO 53.1, shapes 15.1 -> 34.1
-#   LN   logo_choice (all5),     E = 39 (shapes best)      LOGO 35.7, shapes  3.9 -> 19.8
-SELECTED = {
-    "BMM": {"features": _F4, "epochs": 11},
-    "FC": {"features": _F4, "epochs": 11},
-    "EW": {"features": FEATURES, "epochs": 1},
-    "SOFTMAX": {"features": FEATURES, "lr": 5e-4, "ensemble": 3, "epochs": 7},
-    "LN": {"features": FEATURES, "ensemble": 3, "epochs": 39},
-}
-# LOGO configs of the LOGO-only choice, and the full-run defaults (params/full, the CLI and
-# end-to-end forecasts): the selected choices retrained on all five training GPUs for the selected
-# number of epochs with no validation split (validation='none').
-LOGO_CONFIGS = {c: {**_BASE, **{k: v for k, v in LOGO_SELECTED[c].items() if k != "epochs"}} for c in OP_CLASSES}
-
-
-def _final(choice: dict) -> dict:
-    """Retrain-on-all-five configs of a {class: choice} dict (no validation split)."""
-    return {c: {**_BASE, **choice[c], "patience": choice[c]["epochs"], "validation": "none"} for c in OP_CLASSES}
-
-
-DEFAULT_CONFIGS = _final(SELECTED)
-LOGO_ONLY_CONFIGS = _final(LOGO_SELECTED)   # the first protocol's choice, kept for comparison (notebook 04)
-
 
 class PredictorError(ValueError):
     """Bad arguments to a NeuSight predictor; the message names the field."""
@@ -123,9 +61,10 @@ def model_inputs(feat: pd.DataFrame, op_class: str, features=FEATURES) -> np.nda
 
 
 class UtilizationMLP(nn.Module):
-    """L hidden Linear+ReLU layers of one width, then a head with two outputs (z_alpha, z_beta)."""
+    """L hidden Linear+ReLU layers of one width, then a head with two outputs (z_alpha, z_beta);
+    optionally one learned log-efficiency per training GPU (see device_efficiency)."""
 
-    def __init__(self, n_inputs: int, layers: int, width: int):
+    def __init__(self, n_inputs: int, layers: int, width: int, n_devices: int = 0):
         super().__init__()
         mods, d = [], n_inputs
         for _ in range(layers):
@@ -133,9 +72,29 @@ class UtilizationMLP(nn.Module):
             d = width
         self.body = nn.Sequential(*mods)
         self.head = nn.Linear(d, 2)
+        self.log_eff = nn.Parameter(torch.zeros(n_devices)) if n_devices else None
+        # which of the n_devices had training rows (set before training; saved with the weights)
+        self.register_buffer("trained", torch.zeros(n_devices, dtype=torch.bool))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x))
+
+
+# Per-device efficiency (config key `device_factors`): training GPU d gets a learned scalar
+#   e_d = exp(log_eff_d),  latency_ms = (formula below) / e_d
+# e_d absorbs what one GPU's spec sheet misstates for every kernel of a class (e.g. a sustained
+# clock below the listed boost clock), so the MLP learns utilizations that carry over between GPUs.
+# A GPU without training rows (any OOD GPU; the held-out GPU of a LOGO fold) gets
+#   log e = mean of log_eff_d over the GPUs trained on     (the typical training GPU).
+def device_efficiency(model: nn.Module, device_idx: torch.Tensor) -> torch.Tensor | float:
+    """e per row (1.0 for models without device factors); device_idx -1 = not a training GPU."""
+    if getattr(model, "log_eff", None) is None:
+        return 1.0
+    trained = model.trained
+    default = model.log_eff[trained].mean() if bool(trained.any()) else model.log_eff.sum() * 0.0
+    idx = device_idx.clamp(min=0)
+    known = (device_idx >= 0) & trained[idx]
+    return torch.exp(torch.where(known, model.log_eff[idx], default))
 
 
 def alpha_beta(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -159,7 +118,13 @@ def latency_ms(num_waves, flops_per_tile, bound_flops_per_sm, util):
 def _predict_ms(model: nn.Module, batch: dict) -> torch.Tensor:
     alpha, beta = alpha_beta(model(batch["x"]))
     return latency_ms(batch["waves"], batch["flops_per_tile"], batch["bound_per_sm"],
-                      utilization(alpha, beta, batch["waves"]))
+                      utilization(alpha, beta, batch["waves"])) / device_efficiency(model, batch["device_idx"])
+
+
+def device_index(names) -> np.ndarray:
+    """Index of each device name in TRAIN_GPUS_NVIDIA (int64), -1 for any other device."""
+    pos = {n: i for i, n in enumerate(TRAIN_GPUS_NVIDIA)}
+    return pd.Series(np.asarray(names, dtype=object)).map(pos).fillna(-1).to_numpy(np.int64)
 
 
 def _tensors(feat: pd.DataFrame, x: np.ndarray) -> dict:
@@ -167,7 +132,7 @@ def _tensors(feat: pd.DataFrame, x: np.ndarray) -> dict:
     bound_per_sm = feat["bound_gflops"].to_numpy(float) * GIGA / feat["num_sm"].to_numpy(float)
     # flops_per_tile / bound_per_sm is ~1e-9..1e-2 s: keep it as seconds-scale float32 by
     # folding the 1e9 into both terms (ratio unchanged).
-    return {"x": torch.from_numpy(x),
+    return {"x": torch.from_numpy(x), "device_idx": torch.from_numpy(device_index(feat["device"]).copy()),
             "waves": torch.from_numpy(feat["num_waves"].to_numpy(np.float32)),
             "flops_per_tile": torch.from_numpy((feat["flops_per_tile"].to_numpy(float) / GIGA).astype(np.float32)),
             "bound_per_sm": torch.from_numpy((bound_per_sm / GIGA).astype(np.float32))}
@@ -226,31 +191,36 @@ class NeuSightPredictor:
 VALIDATIONS = ("shapes", "none", *TRAIN_GPUS_NVIDIA)
 
 
-def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str]:
-    """(TrainConfig, max_rows, features, validation) from a TrainConfig or a dict of its fields
-    plus the optional `max_rows` (seeded subsample), `features` (subset of lib.features.FEATURES)
-    and `validation`: 'shapes' (early stopping on held-out shapes of the training GPUs),
+def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool]:
+    """(TrainConfig, max_rows, features, validation, device_factors) from a TrainConfig or a dict
+    of its fields plus the optional `max_rows` (seeded subsample), `features` (subset of
+    lib.features.FEATURES), `device_factors` (bool: learn one efficiency per training GPU) and
+    `validation`: 'shapes' (early stopping on held-out shapes of the training GPUs),
     'none' (train on every row for `epochs`, keep the last weights) or a training GPU's name
     (leave-one-GPU-out: train on the other four, early stopping on that GPU's rows)."""
     if isinstance(cfg, TrainConfig):
-        return cfg, None, FEATURES, "shapes"
+        return cfg, None, FEATURES, "shapes", False
     cfg = dict(cfg or {})
     max_rows = cfg.pop("max_rows", None)
     features = tuple(cfg.pop("features", FEATURES))
     validation = cfg.pop("validation", "shapes")
     ensemble = cfg.pop("ensemble", 1)
+    device_factors = cfg.pop("device_factors", False)
+    if not isinstance(device_factors, bool):
+        raise PredictorError(f"device_factors must be true or false, got {device_factors!r}")
     if not isinstance(ensemble, int) or ensemble < 1:
         raise PredictorError(f"ensemble must be a positive integer (number of seeds), got {ensemble!r}")
-    if not features or not set(features) <= set(FEATURES):
-        raise PredictorError(f"features must be a non-empty subset of {FEATURES}, got {features}")
+    if not features or not set(features) <= set(FEATURES + EXTRA_FEATURES):
+        raise PredictorError(f"features must be a non-empty subset of {FEATURES + EXTRA_FEATURES}, got {features}")
     if validation not in VALIDATIONS:
         raise PredictorError(f"validation must be one of {VALIDATIONS}, got {validation!r}")
     known = {f.name for f in fields(TrainConfig)}
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise PredictorError(f"unknown predictor config key(s) {unknown}; known: {sorted(known)}, "
-                             f"max_rows, features, validation, ensemble")
-    return TrainConfig(**cfg), (int(max_rows) if max_rows is not None else None), features, validation
+                             f"max_rows, features, validation, ensemble, device_factors")
+    return (TrainConfig(**cfg), (int(max_rows) if max_rows is not None else None), features, validation,
+            device_factors)
 
 
 def training_table(op_class: str, max_rows: int | None = None, seed: int = 0) -> pd.DataFrame:
@@ -261,7 +231,7 @@ def training_table(op_class: str, max_rows: int | None = None, seed: int = 0) ->
     if max_rows is not None and max_rows < len(df):
         df = df.sample(n=int(max_rows), random_state=seed).sort_index()
     feat = add_features(df.reset_index(drop=True), tiles="oracle")
-    ok = np.isfinite(feat[list(FEATURES) + ["num_waves", "flops_per_tile", "bound_gflops"]]).all(axis=1)
+    ok = np.isfinite(feat[list(FEATURES + EXTRA_FEATURES) + ["num_waves", "flops_per_tile", "bound_gflops"]]).all(axis=1)
     ok &= feat["latency_ms"] > 0
     return feat[ok.to_numpy()].reset_index(drop=True)
 
@@ -278,8 +248,8 @@ CODE = (features_mod, tiles_mod, waves_mod, roofline_mod, train_mod.fit)
 def _own_code() -> list[str]:
     """Source of this module's functions that shape a trained model (not of the whole file)."""
     return [inspect.getsource(f) for f in (input_names, model_inputs, UtilizationMLP, alpha_beta,
-                                           utilization, latency_ms, _predict_ms, _tensors,
-                                           training_table, shape_groups)]
+                                           utilization, latency_ms, _predict_ms, _tensors, device_index,
+                                           device_efficiency, training_table, shape_groups)]
 
 
 def _cache_name(op_class: str, cfg: TrainConfig, validation: str) -> str:
@@ -303,11 +273,12 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
                 "best_epoch": float(np.median([p.info["best_epoch"] for p in ps])),
                 "cached": all(p.info["cached"] for p in ps), "ensemble": n}
         return replace(ps[0], info=info, members=tuple(ps[1:]))
-    cfg, max_rows, features, validation = make_config(cfg)
+    cfg, max_rows, features, validation, device_factors = make_config(cfg)
     names = input_names(op_class, features)
+    n_devices = len(TRAIN_GPUS_NVIDIA) if device_factors else 0
     # The key names everything the training table is made from (the dataset's fingerprint, the
     # loader and feature code) instead of the table itself, so a cache hit loads no data.
-    key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, fingerprint("nvidia"),
+    key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, n_devices, fingerprint("nvidia"),
                               *[inspect.getsource(c) for c in CODE], *_own_code())
     name = _cache_name(op_class, cfg, validation)
     if force:
@@ -326,7 +297,10 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
         mean[onehot], std[onehot] = 0.0, 1.0
         std = np.where(std > 1e-8, std, 1.0)
         train_mod.set_seed(cfg.seed)
-        model = UtilizationMLP(len(names), cfg.layers, cfg.width)
+        model = UtilizationMLP(len(names), cfg.layers, cfg.width, n_devices)
+        if n_devices:   # the GPUs whose rows the model learns from (not a LOGO fold's held-out GPU)
+            seen = np.unique(device_index(feat["device"])[np.ones(len(feat), bool) if val_mask is None else ~val_mask])
+            model.trained[seen[seen >= 0]] = True
         inputs = _tensors(feat, ((x_all - mean) / std).astype(np.float32))
         start = time.perf_counter()
         hist = train_mod.fit(model, _predict_ms, inputs, torch.from_numpy(target.astype(np.float32)),
@@ -341,7 +315,7 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
         return {"model": model.state_dict(), **scaling}, info
 
     state, info = train_mod.cached(name, key, build)
-    model = UtilizationMLP(len(names), cfg.layers, cfg.width)
+    model = UtilizationMLP(len(names), cfg.layers, cfg.width, n_devices)
     model.load_state_dict(state["model"])
     model.eval()
     mean, std, x_min, x_max = (state[k].numpy() for k in ("mean", "std", "x_min", "x_max"))
@@ -361,9 +335,10 @@ def get_predictor(op_class: str, cfg=None) -> NeuSightPredictor:
 
 
 def train_all(cfg_by_class: dict | None = None, force: bool = False) -> dict:
-    """Train (or load) every class's predictor; {op_class: training seconds (as recorded)}.
+    """Train (or load) every class's predictors; {op_class: training seconds (as recorded)}.
 
-    cfg_by_class maps op class -> config (see train_predictor); missing classes use the defaults.
+    cfg_by_class maps op class -> config (see train_predictor); a class it does not name gets both
+    default models, DEFAULT_CONFIGS (unseen GPUs) and KNOWN_CONFIGS (training GPUs), seconds summed.
     With force=True every predictor is retrained, so the seconds are measured by this call.
     """
     cfg_by_class = cfg_by_class or {}
@@ -372,8 +347,8 @@ def train_all(cfg_by_class: dict | None = None, force: bool = False) -> dict:
         raise PredictorError(f"train_all: unknown op class(es) {unknown}")
     out = {}
     for op_class in OP_CLASSES:
-        p = train_predictor(op_class, cfg_by_class.get(op_class), force=force)
-        out[op_class] = float(p.info["train_seconds"])
+        cfgs = [cfg_by_class[op_class]] if op_class in cfg_by_class else [DEFAULT_CONFIGS[op_class], KNOWN_CONFIGS[op_class]]
+        out[op_class] = float(sum(train_predictor(op_class, cfg, force=force).info["train_seconds"] for cfg in cfgs))
     return out
 
 
@@ -384,12 +359,20 @@ def op_class_of(op) -> np.ndarray:
 
 
 def predict_featured(feat: pd.DataFrame, cfg_by_class: dict | None = None) -> np.ndarray:
-    """NeuSight latency (ms) per row of a featured table holding any mix of op classes."""
+    """NeuSight latency (ms) per row of a featured table holding any mix of op classes and devices.
+
+    A class named in cfg_by_class uses that config on every row. Otherwise rows of a training GPU
+    use KNOWN_CONFIGS (its own efficiency learned from its training rows) and rows of any other
+    GPU use DEFAULT_CONFIGS (lib.selection: the two protocols).
+    """
     cfg_by_class = cfg_by_class or {}
     out = np.full(len(feat), np.nan)
     cls = op_class_of(feat["op"])
+    known = device_index(feat["device"]) >= 0
     for op_class in OP_CLASSES:
-        rows = np.flatnonzero(cls == op_class)
-        if len(rows):
-            out[rows] = get_predictor(op_class, cfg_by_class.get(op_class)).predict(feat.iloc[rows])
+        for on_known, defaults in ((False, DEFAULT_CONFIGS), (True, KNOWN_CONFIGS)):
+            rows = np.flatnonzero((cls == op_class) & (known == on_known))
+            if len(rows):
+                cfg = cfg_by_class.get(op_class) or defaults[op_class]
+                out[rows] = get_predictor(op_class, cfg).predict(feat.iloc[rows])
     return out

@@ -34,7 +34,7 @@ def autotune_tiles(df: pd.DataFrame, predict_featured) -> tuple[np.ndarray, np.n
     n, c = len(df), len(CANDIDATES)
     # one table of n * c rows (every row with every candidate), predicted in one batched call;
     # only the columns the features need are repeated
-    keep = [col for col in (*NEEDED_COLS, *SPEC_COLS, "peak_vec_gflops", "vendor") if col in df.columns]
+    keep = [col for col in (*NEEDED_COLS, *SPEC_COLS, "peak_vec_gflops", "vendor", "device") if col in df.columns]
     rep = pd.DataFrame({col: np.repeat(df[col].to_numpy(), c) for col in keep})
     rep["tile_m"] = np.tile(CANDIDATES[:, 0], n)
     rep["tile_n"] = np.tile(CANDIDATES[:, 1], n)

@@ -24,7 +24,7 @@ def test_predict_ms_follows_the_formula():
     model = P.UtilizationMLP(5, 1, 4)
     x = torch.randn(3, 5)
     batch = {"x": x, "waves": torch.tensor([1.0, 3.0, 10.0]), "flops_per_tile": torch.tensor([1.0, 2.0, 0.5]),
-             "bound_per_sm": torch.tensor([100.0, 50.0, 10.0])}
+             "bound_per_sm": torch.tensor([100.0, 50.0, 10.0]), "device_idx": torch.tensor([0, -1, 3])}
     z = model(x).detach()
     a = torch.sigmoid(z[:, 0])
     b = a * torch.sigmoid(z[:, 1])
@@ -32,6 +32,32 @@ def test_predict_ms_follows_the_formula():
     expected = batch["waves"] * batch["flops_per_tile"] / (batch["bound_per_sm"] * util) * 1e3
     assert torch.allclose(P._predict_ms(model, batch).detach(), expected)
     assert torch.all((util > 0) & (util < 1))
+
+
+def test_device_efficiency_by_hand():
+    # log_eff = (ln 2, ln 0.5, 0, ln 4, 0); trained on GPUs 0, 1, 3 (GPU 2 held out, GPU 4 unused):
+    # known GPUs get exp(log_eff); others (-1, 2, 4) get exp(mean(ln 2, ln 0.5, ln 4)) = 4 ** (1/3)
+    model = P.UtilizationMLP(5, 1, 4, n_devices=5)
+    with torch.no_grad():
+        model.log_eff.copy_(torch.log(torch.tensor([2.0, 0.5, 1.0, 4.0, 1.0])))
+    model.trained[[0, 1, 3]] = True
+    eff = P.device_efficiency(model, torch.tensor([0, 1, 3, -1, 2, 4]))
+    typical = 4.0 ** (1 / 3)
+    assert torch.allclose(eff, torch.tensor([2.0, 0.5, 4.0, typical, typical, typical]))
+    # the latency divides by it: twice as efficient -> half the latency
+    x = torch.randn(2, 5)
+    batch = {"x": x, "waves": torch.tensor([2.0, 2.0]), "flops_per_tile": torch.tensor([1.0, 1.0]),
+             "bound_per_sm": torch.tensor([10.0, 10.0]), "device_idx": torch.tensor([0, -1])}
+    plain = P.UtilizationMLP(5, 1, 4)
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if k not in ("log_eff", "trained")}, strict=False)
+    base = P._predict_ms(plain, batch).detach()
+    assert torch.allclose(P._predict_ms(model, batch).detach(), base / torch.tensor([2.0, typical]))
+    assert P.device_efficiency(plain, batch["device_idx"]) == 1.0
+
+
+def test_device_index_names_training_gpus_only():
+    idx = P.device_index(["Tesla T4", "NVIDIA H100 80GB HBM3", "Tesla P4"])
+    assert idx.tolist() == [P.TRAIN_GPUS_NVIDIA.index("Tesla T4"), -1, P.TRAIN_GPUS_NVIDIA.index("Tesla P4")]
 
 
 def test_training_is_cached(tmp_path, monkeypatch):
@@ -147,3 +173,28 @@ def test_selection_candidates_and_curves(tmp_path, monkeypatch):
     cur = selection_curves("LN", {**TINY, "epochs": 2, "patience": 2, "ensemble": 2}, holdouts=["Tesla T4"])
     assert set(cur["run"]) == {"Tesla T4", "shapes"} and set(cur["seed"]) == {0, 1}
     assert len(cur) == 2 * 2 * 2 and (cur["val_mape"] > 0).all()
+
+
+def test_training_gpu_rows_use_the_known_gpu_model(tmp_path, monkeypatch):
+    # tiny stand-ins for the two default sets: the unseen-GPU one without, the known-GPU one with device factors
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    monkeypatch.setattr(P, "DEFAULT_CONFIGS", {c: TINY for c in OP_CLASSES})
+    monkeypatch.setattr(P, "KNOWN_CONFIGS", {c: {**TINY, "device_factors": True} for c in OP_CLASSES})
+    feat = P.training_table("LN", 400)
+    t4 = feat[feat["device"] == "Tesla T4"].head(5)
+    ood = t4.assign(device="NVIDIA H100 80GB HBM3")
+    both = pd.concat([t4, ood], ignore_index=True)
+    known = P.get_predictor("LN", P.KNOWN_CONFIGS["LN"])
+    unseen = P.get_predictor("LN", P.DEFAULT_CONFIGS["LN"])
+    assert known.model.log_eff is not None and unseen.model.log_eff is None
+    got = P.predict_featured(both)
+    assert np.allclose(got[:5], known.predict(t4)) and np.allclose(got[5:], unseen.predict(ood))
+    # a config named by the caller is used on every row
+    assert np.allclose(P.predict_featured(both, {"LN": TINY}), unseen.predict(both))
+
+
+def test_learned_device_factors_cover_the_trained_gpus(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    p = P.train_predictor("LN", {**TINY, "device_factors": True, "validation": "Tesla T4"})
+    trained = {P.TRAIN_GPUS_NVIDIA[i] for i in np.flatnonzero(p.model.trained.numpy())}
+    assert trained == set(P.TRAIN_GPUS_NVIDIA) - {"Tesla T4"}    # the held-out GPU has no factor
