@@ -1,16 +1,17 @@
 """NeuSight's per-op-class utilization predictors (notebook 04; their scaling in notebook 03).
 
-One MLP per op class (BMM, FC, EW, SOFTMAX, LN) maps the five log-scaled features of
-lib.features (plus a one-hot of the op for EW) to two numbers z_a, z_b; then
+One MLP per op class (BMM, FC, EW, SOFTMAX, LN) maps log-scaled features of lib.features (the
+paper's five, optionally f_wave_l2; plus a one-hot of the op for EW) to two numbers z_a, z_b; then
     alpha = sigmoid(z_a),  beta = alpha * sigmoid(z_b)        (so 0 < beta < alpha < 1)
     utilization = alpha - beta / num_waves                     (in (0, 1) for any num_waves >= 1)
     latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization)
 with bound_per_sm = bound_gflops * 1e9 / num_sm [FLOP/s] (lib.roofline). Writing beta as a
 fraction of alpha keeps utilization positive at one wave; the paper's formula is otherwise kept.
 Trained on split == 'train' rows only (the five training GPUs) with lib.train.fit (relative
-error, AdamW), cached under build/predictors/ by a hash of data, config and code. Choices are
-made by leave-one-GPU-out validation (config key `validation`, lib.perop.logo_table); the
-defaults then retrain on all five GPUs for the selected number of epochs.
+error, AdamW), cached under build/predictors/ by a hash of data, config and code. Configs are
+chosen on the training GPUs only (lib.selection): DEFAULT_CONFIGS forecast GPUs never trained on;
+KNOWN_CONFIGS, whose models also learn one efficiency per training GPU (device_efficiency),
+forecast the training GPUs themselves.
 """
 from __future__ import annotations
 
