@@ -76,7 +76,7 @@ def bench_training() -> list[dict]:
     rows = [{"metric": f"train_{c.lower()}", "value": s, "unit": "s", "target": "", "note": "DEFAULT_CONFIGS + KNOWN_CONFIGS"}
             for c, s in per_class.items()]
     rows.append({"metric": "train_all_predictors", "value": wall, "unit": "s", "target": "<= 600",
-                 "note": "fresh process, no caches: data load + features + 5 predictors"})
+                 "note": "fresh process, no caches: data load + features + 10 predictors (5 classes x unseen-GPU and known-GPU models)"})
     return rows
 
 

@@ -167,3 +167,17 @@ def repeat_spread(matched: pd.DataFrame) -> pd.DataFrame:
     g = g[g["size"] >= 2].assign(spread=lambda d: d["max"] / d["min"])
     return g.groupby("device").agg(groups=("spread", "size"), median_spread=("spread", "median"),
                                    max_spread=("spread", "max")).reset_index()
+
+
+def split_throughput(kernels: pd.DataFrame, min_gflop: float = 100.0) -> pd.DataFrame:
+    """Per training GPU: median GEMM throughput of large kernels in the train vs test_id split (notebook 05)."""
+    # Both splits measure the same kind of kernel on the same GPU; for kernels of >= min_gflop
+    #   tflops = 2 B M N K / latency_ms / 1e9,  ratio = median tflops(train) / median tflops(test_id)
+    # A ratio far below 1 means the training rows were measured slower (e.g. a throttled GPU).
+    k = kernels[kernels["split"].isin(["train", "test_id"])]
+    gflop = 2 * k["B"] * k["M"] * k["N"] * k["K"] / 1e9
+    k = k.assign(tflops=gflop / k["latency_ms"])[gflop >= min_gflop]
+    out = k.pivot_table(index="device", columns="split", values="tflops", aggfunc="median")
+    out = out.rename(columns={"train": "train_tflops", "test_id": "test_id_tflops"}).reset_index()
+    out["ratio"] = out["train_tflops"] / out["test_id_tflops"]
+    return out[["device", "train_tflops", "test_id_tflops", "ratio"]]

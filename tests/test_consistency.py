@@ -111,3 +111,15 @@ def test_real_p100_v100_bert_fc_agree():
     m = matched_nodes(labels, op_classes=("FC",))
     assert len(m) >= 6
     assert np.all((m.ratio >= 0.8) & (m.ratio <= 1.25)), m[["device", "name", "ratio"]]
+
+
+def test_split_throughput_by_hand():
+    from lib.consistency import split_throughput
+    # 2*1*1000*1000*100 = 2e8 FLOP = 0.2 GFLOP per kernel; min_gflop 0.1 keeps both, 1.0 keeps none
+    k = pd.DataFrame({"device": ["G", "G", "G"], "split": ["train", "test_id", "test_ood"],
+                      "B": [1, 1, 1], "M": [1000] * 3, "N": [1000] * 3, "K": [100] * 3,
+                      "latency_ms": [0.2, 0.1, 0.1]})
+    t = split_throughput(k, min_gflop=0.1).set_index("device")
+    # train: 0.2 GFLOP / 0.2 ms = 1 TFLOP/s; test_id: 2 TFLOP/s; ratio 0.5 (test_ood ignored)
+    assert t.loc["G", "train_tflops"] == pytest.approx(1.0) and t.loc["G", "test_id_tflops"] == pytest.approx(2.0)
+    assert t.loc["G", "ratio"] == pytest.approx(0.5)
