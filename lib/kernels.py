@@ -5,8 +5,10 @@
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
 the others; `bytes` for op 'mem'); other columns are carried through. PRED.csv = input + pred_ms.
---config: {op class: training config} for the NeuSight MLPs (default: lib.predictors'
-DEFAULT_CONFIGS; the trained weights are cached under build/predictors/). The result goes to the file; progress to stderr; bad input exits non-zero with one line.
+--config: {op class: training config} for the NeuSight MLPs, used on every GPU (default:
+lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the five training
+GPUs; the trained weights are cached under build/predictors/). The result goes to the file;
+progress to stderr; bad input exits non-zero with one line.
 Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-bound:
     latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
 """
