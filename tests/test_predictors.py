@@ -198,3 +198,17 @@ def test_learned_device_factors_cover_the_trained_gpus(tmp_path, monkeypatch):
     p = P.train_predictor("LN", {**TINY, "device_factors": True, "validation": "Tesla T4"})
     trained = {P.TRAIN_GPUS_NVIDIA[i] for i in np.flatnonzero(p.model.trained.numpy())}
     assert trained == set(P.TRAIN_GPUS_NVIDIA) - {"Tesla T4"}    # the held-out GPU has no factor
+
+
+def test_known_gpu_selection_runs_held_out_shapes_only(tmp_path, monkeypatch):
+    from lib.perop import known_gpu_selection_table, selection_curves
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {**TINY, "epochs": 3, "patience": 3}
+    cur = selection_curves("LN", {**cfg, "device_factors": True}, holdouts=())
+    assert set(cur["run"]) == {"shapes"} and len(cur) == 3
+    t = known_gpu_selection_table({"LN": {"a": cfg, "b": {**cfg, "features": ("f_flops", "f_bytes")}}})
+    assert list(t.columns) == ["op_class", "config", "epochs", "shapes_mape"] and len(t) == 2
+    assert t["shapes_mape"].is_monotonic_increasing and t["epochs"].between(1, 3).all()
+    # the best epoch's MAPE is the minimum of that config's curve (same cached runs)
+    best = cur.groupby("epoch")["val_mape"].mean().min()
+    assert t.set_index("config").loc["a", "shapes_mape"] == pytest.approx(best)
