@@ -181,3 +181,30 @@ def split_throughput(kernels: pd.DataFrame, min_gflop: float = 100.0) -> pd.Data
     out = out.rename(columns={"train": "train_tflops", "test_id": "test_id_tflops"}).reset_index()
     out["ratio"] = out["train_tflops"] / out["test_id_tflops"]
     return out[["device", "train_tflops", "test_id_tflops", "ratio"]]
+
+
+def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per label with a node CSV: its end-to-end time beside the sum of its own nodes' times (notebook 05)."""
+    # A label JSON's fw_ms / bw_ms time the whole pass; its CSV times every fx node of the prologue,
+    # ONE layer and the epilogue. Summing the CSV over the model (layer nodes x num_layer):
+    #   node_fw_ms = sum_i w_i fw_latency_ms_i,  node_bw_ms = sum_i w_i bw_latency_ms_i
+    #   node_sum_ape_pct = |node_fw_ms + node_bw_ms - e2e_ms| / e2e_ms * 100
+    # node_sum_ape_pct is the end-to-end error of a forecast that got every node of the CSV exactly right
+    # (summing kernels is how NeuSight forecasts a model): the part of the error no kernel predictor can remove.
+    cols = ["device", "gpu", "model", "mode", "batch", "seq", "e2e_ms", "fw_ms", "bw_ms", "node_fw_ms",
+            "node_bw_ms", "fw_ratio", "bw_ratio", "node_sum_ape_pct"]
+    if labels is None:
+        labels = _default_labels()
+    rows = []
+    for r in labels[labels["csv"] != ""].itertuples():
+        n = label_nodes(r.csv)
+        w = np.where(n["part"] == "layer", max(int(r.num_layer), 1), 1)
+        fw = float((n["fw_latency_ms"].fillna(0.0) * w).sum())
+        bw = float((n["bw_latency_ms"].fillna(0.0) * w).sum()) if "bw_latency_ms" in n else 0.0
+        rows.append((r.device, r.gpu, r.model, r.mode, int(r.batch), int(r.seq), float(r.e2e_ms), float(r.fw_ms),
+                     float(r.bw_ms), fw, bw))
+    out = pd.DataFrame(rows, columns=cols[:-3])
+    out["fw_ratio"] = out["node_fw_ms"] / out["fw_ms"]
+    out["bw_ratio"] = (out["node_bw_ms"] / out["bw_ms"]).where(out["bw_ms"] > 0)
+    out["node_sum_ape_pct"] = np.abs(out["node_fw_ms"] + out["node_bw_ms"] - out["e2e_ms"]) / out["e2e_ms"] * 100
+    return out[cols].reset_index(drop=True)

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from lib.consistency import (consistency_table, gemm_shape, kernel_floor_ape, matched_nodes,
-                             repeat_spread)
+                             node_sum_table, repeat_spread)
 
 MATMUL = "<built-in method matmul of type object at 0x7fcd8c121d60>"
 ADDMM = "<built-in method addmm of type object at 0x15552dc96d80>"
@@ -123,3 +123,23 @@ def test_split_throughput_by_hand():
     # train: 0.2 GFLOP / 0.2 ms = 1 TFLOP/s; test_id: 2 TFLOP/s; ratio 0.5 (test_ood ignored)
     assert t.loc["G", "train_tflops"] == pytest.approx(1.0) and t.loc["G", "test_id_tflops"] == pytest.approx(2.0)
     assert t.loc["G", "ratio"] == pytest.approx(0.5)
+
+
+def test_node_sum_table_by_hand(tmp_path):
+    csv = tmp_path / "bert_large-train-8-2.csv"
+    df = pd.DataFrame(NODES, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"])
+    df["bw_latency"] = df["fw_latency"] * 0.1
+    df["dtype"] = "torch.float32"
+    df.to_csv(csv, index=False)
+    labels = _labels(str(csv)).assign(mode="training", e2e_ms=40.0, fw_ms=25.0, bw_ms=15.0)
+    t = node_sum_table(labels).iloc[0]
+    # prologue: 0 + 0.5; layer (query .. output_dense, x 24): 0.3 + 0.6 + 0.05 + 0.2 + 0.07 + 0 = 1.22;
+    # epilogue (pooler): 0.1  ->  forward 0.5 + 24 * 1.22 + 0.1 = 29.88, backward a tenth of it
+    assert t.node_fw_ms == pytest.approx(29.88)
+    assert t.node_bw_ms == pytest.approx(2.988)
+    assert t.fw_ratio == pytest.approx(29.88 / 25.0)
+    assert t.bw_ratio == pytest.approx(2.988 / 15.0)
+    assert t.node_sum_ape_pct == pytest.approx(abs(29.88 + 2.988 - 40.0) / 40.0 * 100)
+    # an inference label (bw_ms 0) has no backward ratio
+    inf = node_sum_table(labels.assign(mode="inference", bw_ms=0.0, e2e_ms=25.0)).iloc[0]
+    assert np.isnan(inf.bw_ratio)
