@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from lib import paths, predictors as P
+from lib import paths, predictors as P, selection
 from lib.baselines import fit_li
 from lib.data import OP_CLASSES
 
@@ -169,6 +169,16 @@ def test_selection_candidates_and_curves(tmp_path, monkeypatch):
         assert "logo_choice" in P.CANDIDATES[c]
         assert all(cfg["patience"] >= cfg["epochs"] for cfg in P.CANDIDATES[c].values())
         assert set(P.SELECTED[c]) >= {"features", "epochs"}
+        # the defaults are copies of the chosen candidates (epochs aside)
+        for chosen, choice in ((P.SELECTED[c], selection.UNSEEN_CHOICE[c]), (P.KNOWN_SELECTED[c], selection.KNOWN_CHOICE[c])):
+            cand = P.CANDIDATES[c][choice[0]]
+            assert chosen["epochs"] == choice[1] and chosen["batch_size"] == cand["batch_size"]
+            assert tuple(chosen["features"]) == tuple(cand["features"])
+        # the batch-256 trial: each '<name>_b256' is a protocol winner at batch 256, nothing else changed
+        trial = selection.TRIAL_CANDIDATES[c]
+        assert {n[:-5] for n in trial} == {selection.UNSEEN_CHOICE[c][0], selection.KNOWN_CHOICE[c][0]}
+        assert all(cfg == {**P.CANDIDATES[c][n[:-5]], "batch_size": 256} for n, cfg in trial.items())
+        assert selection.TRIAL_KNOWN_CONFIGS[c]["device_factors"] and "device_factors" not in selection.TRIAL_DEFAULT_CONFIGS[c]
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cur = selection_curves("LN", {**TINY, "epochs": 2, "patience": 2, "ensemble": 2}, holdouts=["Tesla T4"])
     assert set(cur["run"]) == {"Tesla T4", "shapes"} and set(cur["seed"]) == {0, 1}
