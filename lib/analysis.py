@@ -1,4 +1,4 @@
-"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges (notebooks 01-02)."""
+"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, machine balance (notebooks 01-02, 05)."""
 from __future__ import annotations
 
 import numpy as np
@@ -88,3 +88,25 @@ def ood_fraction(df: pd.DataFrame, features, train_mask, by: str = "device") -> 
     out["any"] = outside.any(axis=1).groupby(rest[by]).mean()
     out["rows"] = rest.groupby(by).size()
     return out
+
+
+# Machine balance [FLOP per byte] = peak_gflops / mem_bw_gbps: the arithmetic intensity at which a
+# kernel turns from memory-bound to compute-bound on that GPU.
+def balance_flop_per_byte(device) -> float:
+    """Peak fp32 FLOP/s per byte/s of memory bandwidth of a lib.devices.Device (notebook 05)."""
+    return device.peak_gflops / device.mem_bw_gbps
+
+
+def extrapolation_note(device) -> str | None:
+    """One line when a device's machine balance lies outside its vendor's training GPUs' range, else None (notebook 05)."""
+    from .devices import TRAIN_GPUS_AMD, TRAIN_GPUS_NVIDIA, all_devices
+    train = TRAIN_GPUS_NVIDIA if device.vendor == "nvidia" else TRAIN_GPUS_AMD
+    known = [d for d in all_devices().values() if d.name in train]
+    if not known or device.name in train:
+        return None
+    lo, hi = (f(balance_flop_per_byte(d) for d in known) for f in (min, max))
+    b = balance_flop_per_byte(device)
+    if lo <= b <= hi:
+        return None
+    return (f"{device.name}'s machine balance ({b:.1f} FLOP/byte) lies outside the training GPUs' "
+            f"({lo:.1f}-{hi:.1f}); its forecasts extrapolate and can be far off for some kernels (notebook 05)")

@@ -3,7 +3,8 @@
     python -m lib.forecast --model MODEL_CONFIG.json --device DEVICE.json --batch B --seq S \
         --mode inference|training [--fusion] [--method neusight|roofline|habitat|li] [--calibrate]
 
-prints {"latency_ms", "forward_ms", "backward_ms", "kernels"}. Kernels run one after another,
+prints {"latency_ms", "forward_ms", "backward_ms", "kernels"} (a GPU whose machine balance lies outside the
+training GPUs' also gets a one-line warning on stderr, lib.analysis.extrapolation_note). Kernels run one after another,
 so a model's latency is the sum of its kernels' latencies (DESIGN.md):
     latency_ms = sum_k count_k * pred_ms_k,  forward_ms over phase 'fw', backward_ms over 'bw'.
 Each distinct kernel shape is predicted once. Optionally (--calibrate; off by default, as notebook 05
@@ -25,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
+from .analysis import extrapolation_note
 from .devices import Device, DeviceError, load_device
 from .graph import GraphError, capture, fuse_elementwise
 
@@ -221,6 +223,8 @@ def main(argv=None) -> int:
     if not np.isfinite(result["latency_ms"]):
         print(f"error: method '{args.method}' cannot forecast {device.name} (no measurements of it)", file=sys.stderr)
         return 2
+    if note := extrapolation_note(device):
+        print(f"warning: {note}", file=sys.stderr)
     print(json.dumps(result))
     return 0
 

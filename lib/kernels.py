@@ -8,7 +8,8 @@ the others; `bytes` for op 'mem'); other columns are carried through. PRED.csv =
 --config: {op class: training config} for the NeuSight MLPs, used on every GPU (default:
 lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the five training
 GPUs; the trained weights are cached under build/predictors/). The result goes to the file;
-progress to stderr; bad input exits non-zero with one line.
+progress to stderr; bad input exits non-zero with one line. A GPU whose machine balance lies outside the
+training GPUs' gets a one-line warning on stderr (lib.analysis.extrapolation_note).
 Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-bound:
     latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
 """
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from .data import OP_CLASS
+from .analysis import extrapolation_note
 from .devices import Device, DeviceError, device_by_name, load_device
 from .features import add_features
 from .roofline import add_roofline
@@ -211,6 +213,8 @@ def main(argv=None) -> int:
     except (KernelInputError, DeviceError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if note := extrapolation_note(device):
+        print(f"warning: {note}", file=sys.stderr)
     print(f"wrote {len(table)} predictions to {args.output}", file=sys.stderr)
     return 0
 

@@ -52,3 +52,15 @@ def test_tile_usage_shares_sum_to_one():
     t = A.tile_usage(df)
     assert t.loc["a", "128x64"] == pytest.approx(2 / 3) and t.loc["a", "64x64"] == pytest.approx(1 / 3)
     assert "b" not in t.index
+
+
+def test_machine_balance_and_extrapolation_note():
+    from lib.devices import device_by_name
+    t4, l4 = device_by_name("Tesla T4"), device_by_name("NVIDIA L4")
+    assert A.balance_flop_per_byte(l4) == pytest.approx(31334 / 300)
+    # training GPUs span P100/A100-40GB (~12.5-13) .. P4 (~29.7): L4 lies outside, H200 and H100 inside
+    note = A.extrapolation_note(l4)
+    assert note.startswith("NVIDIA L4's machine balance (104.4 FLOP/byte)") and "(12.5-29.7)" in note
+    assert A.extrapolation_note(device_by_name("NVIDIA H200")) is None
+    assert A.extrapolation_note(device_by_name("NVIDIA H100 80GB HBM3")) is None
+    assert A.extrapolation_note(t4) is None            # a training GPU is never an extrapolation

@@ -44,6 +44,8 @@ def test_cli_predicts_for_a_device_without_measurements(device, tiny_config, tmp
     assert list(pred.columns) == [*KERNELS.columns, "pred_ms"]
     assert list(pred["note"]) == list("abcdef")
     assert np.all(np.isfinite(pred["pred_ms"]) & (pred["pred_ms"] > 0))
+    # L4's balance (31334 / 300 FLOP/byte) is outside the training GPUs'; H200's is inside
+    assert ("warning: NVIDIA L4's machine balance (104.4 FLOP/byte)" in r.stderr) == (device == L4)
 
 
 def test_cli_roofline_by_hand(tmp_path):
