@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .data import OP_CLASS
 from .analysis import extrapolation_note
+from .data import OP_CLASS
 from .devices import Device, DeviceError, device_by_name, load_device
 from .features import add_features
 from .roofline import add_roofline
