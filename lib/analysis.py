@@ -110,3 +110,46 @@ def extrapolation_note(device) -> str | None:
         return None
     return (f"{device.name}'s machine balance ({b:.1f} FLOP/byte) lies outside the training GPUs' "
             f"({lo:.1f}-{hi:.1f}); its forecasts extrapolate and can be far off for some kernels (notebook 05)")
+
+
+# ---------------------------------------------------------------- what a spec sheet cannot tell
+
+def spec_twins(devices, candidates) -> dict:
+    """{device: twin}: a candidate GPU with the same SM count and fp32 peak as `device` (notebook 04)."""
+    out = {}
+    for d in devices:
+        same = [c for c in candidates if c.name != d.name and c.num_sm == d.num_sm and c.peak_gflops == d.peak_gflops]
+        if same:
+            out[d.name] = same[0].name
+    return out
+
+
+# A twin forecast predicts the target GPU's latency of a shape with the twin GPU's measurement of
+# the same shape:   raw:      t_pred = t_twin
+#                   roofline: t_pred = t_twin * roofline_ms(target) / roofline_ms(twin)
+def twin_table(df: pd.DataFrame, target: str, twin: str) -> pd.DataFrame:
+    """Per op class, shapes measured on both GPUs: rows, median latency ratio target/twin and the MAPE (%)
+    of the raw and roofline-scaled twin forecasts (needs roofline_ms, lib.roofline.add_roofline; notebook 04)."""
+    keys = ["op_class", "op", "B", "M", "N", "K", "H"]
+    per = {name: df[df["device"] == name].fillna({c: -1.0 for c in keys[2:]})
+           .groupby(keys)[["latency_ms", "roofline_ms"]].median() for name in (target, twin)}
+    both = per[target].join(per[twin], lsuffix="_target", rsuffix="_twin", how="inner").reset_index()
+    ratio = both["latency_ms_target"] / both["latency_ms_twin"]
+    raw = both["latency_ms_twin"]
+    scaled = raw * both["roofline_ms_target"] / both["roofline_ms_twin"]
+
+    def mape(pred):
+        return (pred - both["latency_ms_target"]).abs() / both["latency_ms_target"] * 100
+
+    t = pd.DataFrame({"op_class": both["op_class"], "ratio": ratio, "raw": mape(raw), "scaled": mape(scaled)})
+    out = t.groupby("op_class").agg(shapes=("ratio", "size"), median_ratio=("ratio", "median"),
+                                    twin_mape_pct=("raw", "mean"), scaled_twin_mape_pct=("scaled", "mean"))
+    return out.reindex([c for c in OP_CLASSES if c in out.index])
+
+
+# fraction of the nominal fp32 peak reached = q-quantile of 2*B*M*N*K / latency over peak_gflops
+def peak_reached(df: pd.DataFrame, q: float = 0.99) -> pd.Series:
+    """Per device: the q-quantile of measured GEMM throughput as a fraction of the spec's fp32 peak (notebook 04)."""
+    g = df[df["op_class"].isin(["BMM", "FC"])]
+    gflops = 2 * g["B"] * g["M"] * g["N"] * g["K"] / (g["latency_ms"] * 1e6)
+    return (gflops.groupby(g["device"]).quantile(q) / g.groupby("device")["peak_gflops"].first()).rename("peak_reached")

@@ -64,3 +64,39 @@ def test_machine_balance_and_extrapolation_note():
     assert A.extrapolation_note(device_by_name("NVIDIA H200")) is None
     assert A.extrapolation_note(device_by_name("NVIDIA H100 80GB HBM3")) is None
     assert A.extrapolation_note(t4) is None            # a training GPU is never an extrapolation
+
+
+def test_twin_table_hand_computed():
+    # two BMM shapes on both GPUs (one repeated on the target: median), one EW shape, one shape on one GPU only
+    rows = [("t", "BMM", "bmm", 1, 2, 3, 4, None, 0.9, 1.0), ("t", "BMM", "bmm", 1, 2, 3, 4, None, 1.1, 1.0),
+            ("w", "BMM", "bmm", 1, 2, 3, 4, None, 2.0, 1.0),
+            ("t", "BMM", "bmm", 2, 2, 3, 4, None, 3.0, 2.0), ("w", "BMM", "bmm", 2, 2, 3, 4, None, 2.0, 2.0),
+            ("t", "EW", "add", 8, None, None, None, 16, 0.8, 0.5), ("w", "EW", "add", 8, None, None, None, 16, 1.0, 1.0),
+            ("w", "BMM", "bmm", 9, 9, 9, 9, None, 5.0, 5.0)]
+    df = pd.DataFrame(rows, columns=["device", "op_class", "op", "B", "M", "N", "K", "H", "latency_ms", "roofline_ms"])
+    out = A.twin_table(df, "t", "w")
+    assert list(out.index) == ["BMM", "EW"]
+    assert out.loc["BMM", "shapes"] == 2
+    # target/twin latency ratios 1.0/2.0 and 3.0/2.0 -> median 1.0; raw twin APE |2-1|/1, |2-3|/3
+    assert out.loc["BMM", "median_ratio"] == pytest.approx(1.0)
+    assert out.loc["BMM", "twin_mape_pct"] == pytest.approx((100 + 100 / 3) / 2)
+    # equal rooflines: the scaled twin is the raw twin
+    assert out.loc["BMM", "scaled_twin_mape_pct"] == pytest.approx(out.loc["BMM", "twin_mape_pct"])
+    # EW: raw 1.0 vs 0.8 -> 25%; scaled 1.0 * 0.5 / 1.0 = 0.5 vs 0.8 -> 37.5%
+    assert out.loc["EW", "twin_mape_pct"] == pytest.approx(25.0)
+    assert out.loc["EW", "scaled_twin_mape_pct"] == pytest.approx(37.5)
+
+
+def test_peak_reached_and_spec_twins():
+    df = pd.DataFrame({"device": ["a", "a", "b"], "op_class": ["BMM", "FC", "EW"], "B": [1, 1, 1],
+                       "M": [10, 10, None], "N": [10, 10, None], "K": [10, 10, None],
+                       "latency_ms": [2e-6, 1e-6, 1.0], "peak_gflops": [4000.0, 4000.0, 1.0]})
+    # 2*1000 FLOP in 2e-6 ms = 1000 GFLOP/s, in 1e-6 ms = 2000 GFLOP/s; q=1 -> 2000 / 4000
+    out = A.peak_reached(df, q=1.0)
+    assert list(out.index) == ["a"] and out["a"] == pytest.approx(0.5)
+
+    class D:
+        def __init__(self, name, num_sm, peak_gflops):
+            self.name, self.num_sm, self.peak_gflops = name, num_sm, peak_gflops
+    x, y, z = D("x", 108, 19492.0), D("y", 108, 19492.0), D("z", 80, 14000.0)
+    assert A.spec_twins([x, z], [x, y, z]) == {"x": "y"}
