@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .calibration import fx_function, label_nodes
+from .calibration import _numel, fx_function, label_nodes
 
 # Op class -> op name of the kernel dataset.
 DATASET_OP = {"FC": "linear", "BMM": "bmm"}
@@ -208,3 +208,43 @@ def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
     out["bw_ratio"] = (out["node_bw_ms"] / out["bw_ms"]).where(out["bw_ms"] > 0)
     out["node_sum_ape_pct"] = np.abs(out["node_fw_ms"] + out["node_bw_ms"] - out["e2e_ms"]) / out["e2e_ms"] * 100
     return out[cols].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- short kernels
+
+# short_share = sum_{k: pred_ms_k < threshold} count_k * pred_ms_k / sum_k count_k * pred_ms_k
+def short_kernel_share(table: pd.DataFrame, threshold_ms: float = 0.05) -> dict:
+    """Kernels predicted shorter than threshold_ms in a predicted table (lib.forecast.forecast_table):
+    their count, predicted ms and share of the predicted total (notebook 05)."""
+    short = (table["pred_ms"] < threshold_ms).to_numpy()
+    total = float(table["total_ms"].sum())
+    short_ms = float(table.loc[short, "total_ms"].sum())
+    return {"short_kernels": int(table.loc[short, "count"].sum()), "short_ms": short_ms,
+            "short_share": short_ms / total if total > 0 else float("nan")}
+
+
+def isolated_floor_ms(kernels: pd.DataFrame, max_elems: float = 2 ** 16, q: float = 0.5) -> pd.Series:
+    """Per device: the q-quantile of the kernel dataset's latency over element-wise kernels of fewer than
+    max_elems elements, i.e. what one tiny kernel costs when measured on its own (notebook 05)."""
+    ew = kernels[(kernels["op_class"] == "EW") & (kernels["B"] * kernels["H"] < max_elems)]
+    return ew.groupby("device")["latency_ms"].quantile(q).rename("isolated_floor_ms")
+
+
+def label_small_ew_ms(labels: pd.DataFrame, min_elems: float = 2 ** 8, max_elems: float = 2 ** 16) -> pd.Series:
+    """Per device: median measured forward latency of the label CSVs' element-wise nodes whose output has
+    min_elems..max_elems elements, i.e. what one tiny kernel costs inside a model run (notebook 05)."""
+    rows = []
+    for r in labels[labels["csv"] != ""].itertuples():
+        nodes = label_nodes(r.csv)
+        elems = nodes["output_shape"].map(_numel).to_numpy()
+        keep = (nodes["cls"] == "EW").to_numpy() & (elems >= min_elems) & (elems < max_elems)
+        rows += [(r.device, ms) for ms in nodes.loc[keep, "fw_latency_ms"]]
+    out = pd.DataFrame(rows, columns=["device", "ms"])
+    return out.groupby("device")["ms"].median().rename("label_small_ew_ms")
+
+
+
+# what-if: latency_ms = sum_k count_k * max(pred_ms_k - overhead_ms, 0)
+def minus_overhead_ms(table: pd.DataFrame, overhead_ms: float) -> float:
+    """A predicted table's total with a fixed per-kernel overhead taken off every kernel (notebook 05)."""
+    return float((np.maximum(table["pred_ms"] - overhead_ms, 0.0) * table["count"]).sum())

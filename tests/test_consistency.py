@@ -3,8 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.consistency import (consistency_table, gemm_shape, kernel_floor_ape, matched_nodes,
-                             node_sum_table, repeat_spread)
+from lib.consistency import (consistency_table, gemm_shape, isolated_floor_ms, kernel_floor_ape, label_small_ew_ms,
+                             matched_nodes, node_sum_table, repeat_spread, short_kernel_share)
 
 MATMUL = "<built-in method matmul of type object at 0x7fcd8c121d60>"
 ADDMM = "<built-in method addmm of type object at 0x15552dc96d80>"
@@ -143,3 +143,43 @@ def test_node_sum_table_by_hand(tmp_path):
     # an inference label (bw_ms 0) has no backward ratio
     inf = node_sum_table(labels.assign(mode="inference", bw_ms=0.0, e2e_ms=25.0)).iloc[0]
     assert np.isnan(inf.bw_ratio)
+
+
+def test_short_kernel_share_by_hand():
+    table = pd.DataFrame({"pred_ms": [0.01, 0.04, 1.0], "count": [10, 5, 2]})
+    table["total_ms"] = table["pred_ms"] * table["count"]       # 0.1 + 0.2 + 2.0 = 2.3
+    out = short_kernel_share(table, threshold_ms=0.05)
+    assert out["short_kernels"] == 15
+    assert out["short_ms"] == pytest.approx(0.3)
+    assert out["short_share"] == pytest.approx(0.3 / 2.3)
+
+
+def test_isolated_floor_ms_takes_small_ew_kernels_only():
+    k = pd.DataFrame({"device": ["X", "X", "X", "X", "Y"], "op_class": ["EW", "EW", "EW", "SOFTMAX", "EW"],
+                      "B": [1, 2, 1024, 1, 1], "H": [16, 16, 1024, 16, 16],
+                      "latency_ms": [0.02, 0.04, 5.0, 9.0, 0.03]})
+    out = isolated_floor_ms(k, max_elems=2 ** 16)
+    assert out["X"] == pytest.approx(0.03) and out["Y"] == pytest.approx(0.03)   # median of 0.02, 0.04
+
+
+def test_label_small_ew_ms_by_hand(tmp_path):
+    add = "<built-in function add>"
+    extra = [("call_function", add, "[[2, 8, 16], [2, 8, 16]]", "(2, 8, 16)", 0.02, "add"),          # 256 elements
+             ("call_function", add, "[[2, 8, 2048], [2, 8, 2048]]", "(2, 8, 2048)", 0.03, "add_1"),  # 32768
+             ("call_function", add, "[[64, 1024, 1024]]", "(64, 1024, 1024)", 9.0, "add_2"),       # too large
+             ("call_function", add, "[[2, 4]]", "(2, 4)", 0.005, "add_3")]                          # too small
+    csv = tmp_path / "bert_large-inf-8-2.csv"
+    df = pd.DataFrame(NODES + extra, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"])
+    df["bw_latency"] = 0.0
+    df["dtype"] = "torch.float32"
+    df.to_csv(csv, index=False)
+    out = label_small_ew_ms(_labels(str(csv)))
+    assert list(out.index) == ["GPU X"] and out["GPU X"] == pytest.approx(0.025)
+
+
+def test_minus_overhead_ms_by_hand():
+    from lib.consistency import minus_overhead_ms
+    table = pd.DataFrame({"pred_ms": [0.01, 0.04, 1.0], "count": [10, 5, 2]})
+    # (0 x 10) + (0.02 x 5) + (0.98 x 2) = 2.06: a kernel shorter than the overhead costs nothing
+    assert minus_overhead_ms(table, 0.02) == pytest.approx(2.06)
+    assert minus_overhead_ms(table, 0.0) == pytest.approx(2.3)
