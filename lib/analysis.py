@@ -1,4 +1,4 @@
-"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, machine balance (notebooks 01-02, 05)."""
+"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, machine balance, spec twins (notebooks 01-02, 04-05)."""
 from __future__ import annotations
 
 import numpy as np

@@ -9,6 +9,8 @@ the disagreement is a floor under the end-to-end error on that GPU.
 Shapes, in the dataset's naming (lib.data):
     FC  (nn.Linear module, addmm, linear): x [..., N] -> out [..., K];  B = 1, M = prod(out[:-1])
     BMM (matmul, bmm, baddbmm):  a [..., M, N] @ b [..., N, K] -> out [..., M, K];  B = prod(out[:-2])
+Also: does a label agree with the sum of its own nodes (node_sum_table), and what does a short kernel
+cost measured alone (the kernel dataset) vs inside a model run (the label CSVs)?
 """
 from __future__ import annotations
 
@@ -241,7 +243,6 @@ def label_small_ew_ms(labels: pd.DataFrame, min_elems: float = 2 ** 8, max_elems
         rows += [(r.device, ms) for ms in nodes.loc[keep, "fw_latency_ms"]]
     out = pd.DataFrame(rows, columns=["device", "ms"])
     return out.groupby("device")["ms"].median().rename("label_small_ew_ms")
-
 
 
 # what-if: latency_ms = sum_k count_k * max(pred_ms_k - overhead_ms, 0)
