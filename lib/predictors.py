@@ -33,6 +33,7 @@ from . import waves as waves_mod
 from .data import OP_CLASS, OP_CLASSES, fingerprint, load_kernels
 from .devices import TRAIN_GPUS_NVIDIA
 from .features import EXTRA_FEATURES, FEATURES, add_features
+from .overhead import OVERHEADS, OverheadMLP, overhead_predict_ms
 from .selection import (CANDIDATES, DEFAULT_CONFIGS, KNOWN_CONFIGS, KNOWN_SELECTED, LOGO_CONFIGS,  # noqa: F401
                         LOGO_ONLY_CONFIGS, LOGO_SELECTED, SELECTED)
 from .train import TrainConfig
@@ -56,6 +57,7 @@ class NeuSightPredictor:
     hi: np.ndarray
     info: dict
     members: tuple = ()   # further predictors (other seeds) of an ensemble: latencies averaged
+    overhead: str | None = None   # lib.overhead: 'isolated' adds the learned t0, 'hidden' leaves it out
 
     def inputs(self, feat: pd.DataFrame) -> np.ndarray:
         """Standardized model inputs, each clipped to its training range first.
@@ -90,27 +92,32 @@ class NeuSightPredictor:
         with torch.inference_mode():
             for i in range(0, len(x), batch_rows):
                 out.append(_predict_ms(self.model, {k: v[i:i + batch_rows] for k, v in t.items()}))
-        return torch.cat(out).numpy().astype(np.float64)
+        t0_ms = self.model.t0_ms() if self.overhead == "isolated" else 0.0
+        return torch.cat(out).numpy().astype(np.float64) + t0_ms
 
 
 VALIDATIONS = ("shapes", "none", *TRAIN_GPUS_NVIDIA)
 
 
-def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool]:
-    """(TrainConfig, max_rows, features, validation, device_factors) from a TrainConfig or a dict
-    of its fields plus the optional `max_rows` (seeded subsample), `features` (subset of
-    lib.features.FEATURES), `device_factors` (bool: learn one efficiency per training GPU) and
+def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | None]:
+    """(TrainConfig, max_rows, features, validation, device_factors, overhead) from a TrainConfig or
+    a dict of its fields plus the optional `max_rows` (seeded subsample), `features` (subset of
+    lib.features.FEATURES), `device_factors` (bool: learn one efficiency per training GPU),
+    `overhead` (lib.overhead: None, or 'isolated' / 'hidden' to learn a fixed time per kernel) and
     `validation`: 'shapes' (early stopping on held-out shapes of the training GPUs),
     'none' (train on every row for `epochs`, keep the last weights) or a training GPU's name
     (leave-one-GPU-out: train on the other four, early stopping on that GPU's rows)."""
     if isinstance(cfg, TrainConfig):
-        return cfg, None, FEATURES, "shapes", False
+        return cfg, None, FEATURES, "shapes", False, None
     cfg = dict(cfg or {})
     max_rows = cfg.pop("max_rows", None)
     features = tuple(cfg.pop("features", FEATURES))
     validation = cfg.pop("validation", "shapes")
     ensemble = cfg.pop("ensemble", 1)
     device_factors = cfg.pop("device_factors", False)
+    overhead = cfg.pop("overhead", None)
+    if overhead not in (None, *OVERHEADS):
+        raise PredictorError(f"overhead must be null or one of {OVERHEADS}, got {overhead!r}")
     if not isinstance(device_factors, bool):
         raise PredictorError(f"device_factors must be true or false, got {device_factors!r}")
     if not isinstance(ensemble, int) or ensemble < 1:
@@ -123,9 +130,9 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool]:
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise PredictorError(f"unknown predictor config key(s) {unknown}; known: {sorted(known)}, "
-                             f"max_rows, features, validation, ensemble, device_factors")
+                             f"max_rows, features, validation, ensemble, device_factors, overhead")
     return (TrainConfig(**cfg), (int(max_rows) if max_rows is not None else None), features, validation,
-            device_factors)
+            device_factors, overhead)
 
 
 def training_table(op_class: str, max_rows: int | None = None, seed: int = 0) -> pd.DataFrame:
@@ -157,9 +164,9 @@ def _own_code() -> list[str]:
                                            device_efficiency, training_table, shape_groups)]
 
 
-def _cache_name(op_class: str, cfg: TrainConfig, validation: str) -> str:
+def _cache_name(op_class: str, cfg: TrainConfig, validation: str, overhead: str | None = None) -> str:
     fold = "" if validation in ("shapes", "none") else "-logo" + "".join(ch for ch in validation if ch.isalnum())[-12:]
-    return f"neusight-{op_class}-{cfg.layers}x{cfg.width}{fold}"
+    return f"neusight-{op_class}-{cfg.layers}x{cfg.width}{fold}{'-t0' if overhead else ''}"
 
 
 def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPredictor:
@@ -178,14 +185,18 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
                 "best_epoch": float(np.median([p.info["best_epoch"] for p in ps])),
                 "cached": all(p.info["cached"] for p in ps), "ensemble": n}
         return replace(ps[0], info=info, members=tuple(ps[1:]))
-    cfg, max_rows, features, validation, device_factors = make_config(cfg)
+    cfg, max_rows, features, validation, device_factors, overhead = make_config(cfg)
     names = input_names(op_class, features)
     n_devices = len(TRAIN_GPUS_NVIDIA) if device_factors else 0
+    # 'isolated' and 'hidden' train the same model (they differ only in what predict adds)
+    model_cls, predict_ms = (OverheadMLP, overhead_predict_ms) if overhead else (UtilizationMLP, _predict_ms)
     # The key names everything the training table is made from (the dataset's fingerprint, the
-    # loader and feature code) instead of the table itself, so a cache hit loads no data.
+    # loader and feature code) instead of the table itself, so a cache hit loads no data. The
+    # overhead variant adds its own code, so the keys of every other config stay as they were.
     key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, n_devices, fingerprint("nvidia"),
-                              *[inspect.getsource(c) for c in CODE], *_own_code())
-    name = _cache_name(op_class, cfg, validation)
+                              *[inspect.getsource(c) for c in CODE], *_own_code(),
+                              *([inspect.getsource(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []))
+    name = _cache_name(op_class, cfg, validation, overhead)
     if force:
         (paths.BUILD / "predictors" / f"{name}-{key}.pt").unlink(missing_ok=True)
 
@@ -202,13 +213,13 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
         mean[onehot], std[onehot] = 0.0, 1.0
         std = np.where(std > 1e-8, std, 1.0)
         train_mod.set_seed(cfg.seed)
-        model = UtilizationMLP(len(names), cfg.layers, cfg.width, n_devices)
+        model = model_cls(len(names), cfg.layers, cfg.width, n_devices)
         if n_devices:   # the GPUs whose rows the model learns from (not a LOGO fold's held-out GPU)
             seen = np.unique(device_index(feat["device"])[np.ones(len(feat), bool) if val_mask is None else ~val_mask])
             model.trained[seen[seen >= 0]] = True
         inputs = _tensors(feat, ((x_all - mean) / std).astype(np.float32))
         start = time.perf_counter()
-        hist = train_mod.fit(model, _predict_ms, inputs, torch.from_numpy(target.astype(np.float32)),
+        hist = train_mod.fit(model, predict_ms, inputs, torch.from_numpy(target.astype(np.float32)),
                              shape_groups(feat), cfg, desc=f"NeuSight {op_class}", val_mask=val_mask)
         vals = [h["val_loss"] for h in hist["history"]]
         best_epoch = int(np.nanargmin(vals)) + 1 if np.isfinite(vals).any() else len(vals)
@@ -220,11 +231,11 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
         return {"model": model.state_dict(), **scaling}, info
 
     state, info = train_mod.cached(name, key, build)
-    model = UtilizationMLP(len(names), cfg.layers, cfg.width, n_devices)
+    model = model_cls(len(names), cfg.layers, cfg.width, n_devices)
     model.load_state_dict(state["model"])
     model.eval()
     mean, std, x_min, x_max = (state[k].numpy() for k in ("mean", "std", "x_min", "x_max"))
-    return NeuSightPredictor(op_class, cfg, features, model, mean, std, x_min, x_max, info)
+    return NeuSightPredictor(op_class, cfg, features, model, mean, std, x_min, x_max, info, overhead=overhead)
 
 
 _LOADED: dict = {}

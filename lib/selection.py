@@ -129,3 +129,15 @@ TRIAL_KNOWN_CHOICE = {c: (f"{KNOWN_CHOICE[c][0]}_b256", e) for c, e in
 _ALL = {c: {**CANDIDATES[c], **TRIAL_CANDIDATES[c]} for c in OP_CLASSES}
 TRIAL_DEFAULT_CONFIGS = _final(_chosen(_ALL, TRIAL_UNSEEN_CHOICE))
 TRIAL_KNOWN_CONFIGS = _final(_chosen(_ALL, TRIAL_KNOWN_CHOICE, device_factors=True))
+
+
+# VARIANT, NOT ADOPTED (lib.overhead; notebook 04 scores it per op, notebook 05 end to end): the
+# configs above plus a fixed time per kernel (t0) that the MLP learns with the wave formula. Proposed
+# in a later session AFTER every number above, OOD and end-to-end ones included, had been seen, and
+# after scratch runs of this very variant: it is chosen by no selection run, and is kept beside
+# the default rather than instead of it. Motivation: the kernel dataset's B-series cross B = 0 at
+# 17-50 us, a fixed time the wave formula cannot express; notebook 05's short-kernel section finds
+# that time missing inside a model run.
+def with_overhead(configs: dict, overhead: str) -> dict:
+    """{class: config} with the learned per-kernel time switched on ('isolated' or 'hidden', lib.overhead)."""
+    return {c: {**cfg, "overhead": overhead} for c, cfg in configs.items()}
