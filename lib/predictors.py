@@ -11,7 +11,8 @@ Trained on split == 'train' rows only (the five training GPUs) with lib.train.fi
 error, AdamW), cached under build/predictors/ by a hash of data, config and code. Configs are
 chosen on the training GPUs only (lib.selection): DEFAULT_CONFIGS forecast GPUs never trained on;
 KNOWN_CONFIGS, whose models also learn one efficiency per training GPU (device_efficiency),
-forecast the training GPUs themselves.
+forecast the training GPUs themselves. Config key `overhead` (lib.overhead) adds a learned fixed
+time per kernel to the formula: a variant kept beside the defaults, not one of them.
 """
 from __future__ import annotations
 
