@@ -33,8 +33,9 @@ setup: $(STAMP) ## create .venv from requirements.txt (when missing or stale)
 data: $(STAMP) ## materialize data/neusight/ and verify its sha256 manifest
 	$(PY) -m lib.data
 
-figures: data $(FULL_RUNS) ## run every notebook with params/full: build/notebooks/, figures/
+figures: data $(FULL_RUNS) ## run every notebook with params/full: build/notebooks/, figures/, README results
 	$(PY) -m lib.notebooks provenance $(FULL_RUNS)
+	$(PY) -m lib.report
 
 build/notebooks/%.ipynb: notebooks/%.ipynb params/full/%.yaml $(LIB) | data
 	$(PY) -m lib.notebooks run $< params/full/$*.yaml $@
@@ -50,6 +51,7 @@ notebooks-smoke: data ## prepare smoke notebooks (papermill parameters) and run 
 
 bench: data ## measure set-up, data load, training and forecast speed: figures/tables/bench.csv
 	$(PY) -m lib.bench
+	$(PY) -m lib.report
 
 clean: ## remove build/ (caches, trained predictors, executed notebooks); keeps .venv and data
 	rm -rf build

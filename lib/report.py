@@ -1,0 +1,152 @@
+"""The README's headline results, written from figures/tables/ (notebooks 04 and 05, `make figures`).
+
+    python -m lib.report            rewrite the block between the README's result markers
+    python -m lib.report --check    exit 1 if that block differs from what figures/tables/ give
+
+Every number in the block is read from a table a notebook wrote; the paper's columns come from
+the dataset's summary/ through those same tables. Nothing here is typed in.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import paths
+
+BEGIN_MARK = "<!-- results:begin"     # a README's marker may carry any note after this prefix
+BEGIN = BEGIN_MARK + " (python -m lib.report writes this block from figures/tables/; do not edit) -->"
+END = "<!-- results:end -->"
+OP_ORDER = ("BMM", "FC", "EW", "SOFTMAX", "LN")
+SPEC = "NeuSight (spec-only tiles)"
+ORACLE = "NeuSight (oracle tiles, target's kernel names)"
+PAPER = "paper: NeuSight (oracle tiles, target's kernel names)"
+E2E_TARGET_PCT = 5.0     # issue 5: mean end-to-end APE <= 5% for inference and for training
+
+
+def e2e_headline(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean APE (%) per device and over all labels ('ALL') of every *_ape and paper_* column (notebook 05)."""
+    cols = [c for c in table.columns if c.endswith("_ape") or c.startswith("paper_")]
+    out = table.groupby("device")[cols].mean()
+    out.loc["ALL"] = table[cols].mean()
+    return out
+
+
+def perop_summary(perop: pd.DataFrame) -> pd.DataFrame:
+    """Per-op MAPE (%): ours (spec-only and oracle tiles) and the paper's NeuSight, OOD and in-distribution."""
+    wide = perop.pivot_table(index="op_class", columns=["method", "split"], values="mape_pct")
+    out = pd.DataFrame({
+        "OOD, ours (spec-only tiles)": wide[(SPEC, "OOD")],
+        "OOD, ours (oracle tiles)": wide[(ORACLE, "OOD")],
+        "OOD, paper (oracle tiles)": wide[(PAPER, "OOD")],
+        "in-dist., ours (spec-only tiles)": wide[(SPEC, "in-distribution")],
+        "in-dist., paper": wide[(PAPER, "in-distribution")],
+    }).reindex([c for c in OP_ORDER if c in wide.index]).rename_axis("op class")
+    below = out["OOD, ours (spec-only tiles)"] < out["OOD, paper (oracle tiles)"]
+    out["OOD below the paper"] = np.where(below, "yes", "**no**")
+    return out
+
+
+def e2e_summary(inference: pd.DataFrame, training: pd.DataFrame, fused: pd.DataFrame) -> pd.DataFrame:
+    """Mean end-to-end APE (%) per mode, ours and the paper's NeuSight on the same labels."""
+    rows = {"inference": (inference, "paper_neusight"), "training": (training, "paper_neusight"),
+            "fused inference": (fused, "paper_ape_pct")}
+    out = pd.DataFrame({mode: {"labels": len(t), "ours": t["neusight_ape"].mean(), "paper": t[paper].mean()}
+                        for mode, (t, paper) in rows.items()}).T
+    out[f"<= {E2E_TARGET_PCT:g}%"] = np.where(out["ours"] <= E2E_TARGET_PCT, "yes", "**no**")
+    out.loc["fused inference", f"<= {E2E_TARGET_PCT:g}%"] = "(no target)"
+    out["labels"] = out["labels"].astype(int)
+    return out
+
+
+def e2e_per_gpu(inference: pd.DataFrame, training: pd.DataFrame) -> pd.DataFrame:
+    """Mean APE (%) per GPU and mode, ours vs the paper's NeuSight, and whether ours is below."""
+    parts = []
+    for mode, t in (("inference", inference), ("training", training)):
+        h = e2e_headline(t).drop(index="ALL")[["neusight_ape", "paper_neusight"]]
+        parts.append(h.rename(columns={"neusight_ape": "ours", "paper_neusight": "paper"}).assign(mode=mode))
+    out = pd.concat(parts).reset_index().set_index(["device", "mode"]).sort_index()
+    out["below the paper"] = np.where(out["ours"] < out["paper"], "yes", "**no**")
+    return out
+
+
+def bench_summary(bench: pd.DataFrame) -> pd.DataFrame:
+    """The `make bench` rows that have a target, with their value."""
+    b = bench[bench["target"].notna() & (bench["target"].astype(str) != "")]
+    value = [f"{v:,.0f} {u}" if v >= 1000 else f"{v:.3g} {u}" for v, u in zip(b["value"], b["unit"])]
+    return pd.DataFrame({"value": value, "target": b["target"].to_numpy()}, index=b["metric"].to_numpy())
+
+
+def markdown(df: pd.DataFrame, digits: int = 1) -> str:
+    """A DataFrame as a GitHub markdown table (index included; floats rounded to `digits`)."""
+    def cell(v):
+        if isinstance(v, (float, np.floating)):
+            return "n/a" if np.isnan(v) else f"{v:.{digits}f}"
+        return str(v)
+    names = [n or "" for n in df.index.names]
+    head = [" / ".join(names)] + [str(c) for c in df.columns]
+    rows = [[" / ".join(map(str, i)) if isinstance(i, tuple) else str(i)] + [cell(v) for v in r]
+            for i, r in zip(df.index, df.itertuples(index=False))]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def render(tables: Path = paths.TABLES) -> str:
+    """The README's result block (markers included) from the CSVs under `tables`."""
+    def read(name):
+        f = Path(tables) / f"{name}.csv"
+        if not f.exists():
+            raise FileNotFoundError(f"lib.report: {f} is missing; run `make figures` first")
+        return pd.read_csv(f)
+    inf, train, fused = read("e2e_inference"), read("e2e_training"), read("e2e_fusion")
+    parts = [
+        BEGIN,
+        "Per-op MAPE % (notebook 04, `figures/tables/perop.csv`; target: OOD below the paper):",
+        "", markdown(perop_summary(read("perop"))), "",
+        "End-to-end mean APE % over the NVIDIA labels (notebook 05, `figures/tables/e2e_*.csv`):",
+        "", markdown(e2e_summary(inf, train, fused)), "",
+        "Per GPU (target: below the paper on every GPU):",
+        "", markdown(e2e_per_gpu(inf, train)), "",
+        "Speed (`make bench`, `figures/tables/bench.csv`):",
+        "", markdown(bench_summary(read("bench"))), "",
+        END,
+    ]
+    return "\n".join(parts)
+
+
+def replace_block(text: str, block: str, where: str = "README.md") -> str:
+    """`text` with the part from BEGIN to END replaced by `block` (a ValueError names `where` if absent)."""
+    i, j = text.find(BEGIN_MARK), text.find(END)
+    if i < 0 or j < i:
+        raise ValueError(f"lib.report: {where} has no result block ({BEGIN_MARK!r} ... {END!r})")
+    return text[:i] + block + text[j + len(END):]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lib.report", description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if the README's block is stale")
+    p.add_argument("--readme", type=Path, default=paths.ROOT / "README.md")
+    args = p.parse_args(argv)
+    try:
+        text = args.readme.read_text()
+        new = replace_block(text, render(), str(args.readme))
+    except (OSError, ValueError) as e:
+        print(e, file=sys.stderr)
+        return 2
+    if args.check:
+        if new != text:
+            print(f"{args.readme}: the result block is stale; run `python -m lib.report`", file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        tmp = args.readme.with_suffix(".md.tmp")
+        tmp.write_text(new)
+        tmp.replace(args.readme)       # atomic: never a half-written README
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""lib.report: the README's result block, from hand-made tables and from the committed figures/tables."""
+import pandas as pd
+import pytest
+
+from lib import report
+
+
+def _e2e(rows):
+    return pd.DataFrame(rows, columns=["device", "neusight_ape", "paper_neusight"])
+
+
+def test_e2e_headline_by_hand():
+    t = _e2e([("A", 2.0, 4.0), ("A", 4.0, float("nan")), ("B", 9.0, 1.0)])
+    h = report.e2e_headline(t)
+    assert h.loc["A", "neusight_ape"] == 3.0 and h.loc["A", "paper_neusight"] == 4.0   # NaN skipped
+    assert h.loc["ALL", "neusight_ape"] == 5.0 and h.loc["ALL", "paper_neusight"] == 2.5
+
+
+def test_e2e_summary_and_per_gpu_flag_missed_targets():
+    inf = _e2e([("A", 4.0, 6.0), ("B", 5.0, 3.0)])
+    train = _e2e([("A", 6.0, 5.0)])
+    fused = pd.DataFrame({"neusight_ape": [1.0, 3.0], "paper_ape_pct": [2.0, 2.0]})
+    s = report.e2e_summary(inf, train, fused)
+    assert s.loc["inference", "ours"] == 4.5 and s.loc["inference", "<= 5%"] == "yes"
+    assert s.loc["training", "<= 5%"] == "**no**" and s.loc["fused inference", "labels"] == 2
+    g = report.e2e_per_gpu(inf, train)
+    assert list(g["below the paper"]) == ["yes", "**no**", "**no**"]   # (A, inf), (A, train), (B, inf)
+
+
+def test_markdown_by_hand():
+    df = pd.DataFrame({"x": [1.25, float("nan")], "y": ["a", "b"]}, index=pd.Index(["r1", "r2"], name="k"))
+    expected = ["| k | x | y |", "|---|---|---|", "| r1 | 1.2 | a |", "| r2 | n/a | b |"]
+    assert report.markdown(df).splitlines() == expected
+
+
+def test_replace_block_needs_the_markers():
+    with pytest.raises(ValueError, match="NOTES.md has no result block"):
+        report.replace_block("no markers here", "x", "NOTES.md")
+    text = f"head\n{report.BEGIN_MARK} -->\nold\n{report.END}\ntail"
+    assert report.replace_block(text, "NEW", "r") == "head\nNEW\ntail"
+
+
+def test_readme_block_matches_the_committed_tables():
+    # figures/tables/ hold the last full run; the README's block must be what they give.
+    assert report.main(["--check"]) == 0, "README result block is stale: run `python -m lib.report`"
+
+
+def test_check_reports_a_stale_block(tmp_path):
+    stale = tmp_path / "README.md"
+    stale.write_text(f"{report.BEGIN}\nBMM 1.0\n{report.END}\n")
+    assert report.main(["--check", "--readme", str(stale)]) == 1
+    assert report.main(["--readme", str(stale)]) == 0 and report.main(["--check", "--readme", str(stale)]) == 0
+    assert report.main(["--readme", str(tmp_path / "missing.md")]) == 2
