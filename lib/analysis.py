@@ -153,3 +153,13 @@ def peak_reached(df: pd.DataFrame, q: float = 0.99) -> pd.Series:
     g = df[df["op_class"].isin(["BMM", "FC"])]
     gflops = 2 * g["B"] * g["M"] * g["N"] * g["K"] / (g["latency_ms"] * 1e6)
     return (gflops.groupby(g["device"]).quantile(q) / g.groupby("device")["peak_gflops"].first()).rename("peak_reached")
+
+
+def bandwidth_reached(df: pd.DataFrame, q: float = 0.99) -> pd.Series:
+    """Per (op class, split, device): the q-quantile of achieved memory bandwidth as a share of the spec's (notebook 04).
+
+    df: kernels through lib.roofline.add_roofline (its `bytes`, read + written once).
+    """
+    # share = bytes / latency / mem_bw = (bytes / (latency_ms * 1e6)) [GB/s] / mem_bw_gbps
+    share = df["bytes"] / (df["latency_ms"] * 1e6) / df["mem_bw_gbps"]
+    return share.groupby([df["op_class"], df["split"], df["device"]]).quantile(q).rename("bandwidth_reached")

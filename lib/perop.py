@@ -209,3 +209,28 @@ def known_gpu_selection_table(candidates: dict) -> pd.DataFrame:
             rows.append({"op_class": op_class, "config": name, "epochs": int(mean.idxmin()),
                          "shapes_mape": float(mean.min())})
     return pd.DataFrame(rows).sort_values(["op_class", "shapes_mape"], kind="stable").reset_index(drop=True)
+
+
+# Size extrapolation, training GPUs only: every held-out OOD softmax kernel is larger than every
+# training one, so how a model carries over to larger kernels matters. Per class, a model is trained
+# without each training GPU's largest rows (lib.predictors.largest_rows) and scored on them, once
+# with its inputs clipped to the training range (what NeuSightPredictor.predict does) and once not
+# (the MLP extrapolating linearly in the log features).
+def size_extrapolation(op_class: str, cfg: dict) -> pd.DataFrame:
+    """MAPE (%) on the training GPUs' largest rows, inputs clipped vs not: one row per variant (notebook 04)."""
+    from dataclasses import replace
+    from .predictors import largest_rows, train_predictor, training_table
+
+    def unclipped(p):
+        return replace(p, lo=np.full_like(p.lo, -np.inf), hi=np.full_like(p.hi, np.inf),
+                       members=tuple(unclipped(m) for m in p.members))
+    cfg = dict(cfg or {})
+    p = train_predictor(op_class, {**cfg, "validation": "largest"})
+    feat = training_table(op_class, cfg.get("max_rows"), cfg.get("seed", 0))
+    held = feat[largest_rows(feat)]
+    rows = []
+    for inputs, q in (("clipped to the training range (default)", p), ("not clipped", unclipped(p))):
+        err = pd.Series(ape(q.predict(held), held["latency_ms"]), index=held.index)
+        rows.append({"op_class": op_class, "inputs": inputs, "rows": len(held), "mape_pct": err.mean(),
+                     **err.groupby(held["device"]).mean().to_dict()})
+    return pd.DataFrame(rows)

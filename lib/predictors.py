@@ -97,7 +97,15 @@ class NeuSightPredictor:
         return torch.cat(out).numpy().astype(np.float64) + t0_ms
 
 
-VALIDATIONS = ("shapes", "none", *TRAIN_GPUS_NVIDIA)
+VALIDATIONS = ("shapes", "none", "largest", *TRAIN_GPUS_NVIDIA)
+LARGEST_SHARE = 0.2    # 'largest': the share of each training GPU's rows held out, by roofline bound
+
+
+def largest_rows(feat: pd.DataFrame, share: float = LARGEST_SHARE) -> np.ndarray:
+    """Bool per row: among the rows of its GPU, roofline_ms above the (1 - share) quantile (notebook 04)."""
+    bound_ms = feat["roofline_ms"].to_numpy(float)
+    cut = feat.groupby("device")["roofline_ms"].transform(lambda s: s.quantile(1 - share)).to_numpy(float)
+    return bound_ms > cut
 
 
 def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | None]:
@@ -106,7 +114,8 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     lib.features.FEATURES), `device_factors` (bool: learn one efficiency per training GPU),
     `overhead` (lib.overhead: None, or 'isolated' / 'hidden' to learn a fixed time per kernel) and
     `validation`: 'shapes' (early stopping on held-out shapes of the training GPUs),
-    'none' (train on every row for `epochs`, keep the last weights) or a training GPU's name
+    'none' (train on every row for `epochs`, keep the last weights), 'largest' (as 'none', without
+    each GPU's largest rows: `largest_rows`, which score size extrapolation) or a training GPU's name
     (leave-one-GPU-out: train on the other four, early stopping on that GPU's rows)."""
     if isinstance(cfg, TrainConfig):
         return cfg, None, FEATURES, "shapes", False, None
@@ -166,7 +175,8 @@ def _own_code() -> list[str]:
 
 
 def _cache_name(op_class: str, cfg: TrainConfig, validation: str, overhead: str | None = None) -> str:
-    fold = "" if validation in ("shapes", "none") else "-logo" + "".join(ch for ch in validation if ch.isalnum())[-12:]
+    fold = ("" if validation in ("shapes", "none") else "-largest" if validation == "largest"
+            else "-logo" + "".join(ch for ch in validation if ch.isalnum())[-12:])
     return f"neusight-{op_class}-{cfg.layers}x{cfg.width}{fold}{'-t0' if overhead else ''}"
 
 
@@ -196,16 +206,19 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     # overhead variant adds its own code, so the keys of every other config stay as they were.
     key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, n_devices, fingerprint("nvidia"),
                               *[inspect.getsource(c) for c in CODE], *_own_code(),
-                              *([inspect.getsource(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []))
+                              *([inspect.getsource(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []),
+                              *([inspect.getsource(largest_rows), LARGEST_SHARE] if validation == "largest" else []))
     name = _cache_name(op_class, cfg, validation, overhead)
     if force:
         (paths.BUILD / "predictors" / f"{name}-{key}.pt").unlink(missing_ok=True)
 
     def build():
         feat = training_table(op_class, max_rows, cfg.seed)
+        if validation == "largest":
+            feat = feat[~largest_rows(feat)].reset_index(drop=True)
         x_all = model_inputs(feat, op_class, features)
         # validation rows: None = held-out shapes (inside fit), all False = none, else one GPU's rows
-        val_mask = (None if validation == "shapes" else np.zeros(len(feat), bool) if validation == "none"
+        val_mask = (None if validation == "shapes" else np.zeros(len(feat), bool) if validation in ("none", "largest")
                     else (feat["device"] == validation).to_numpy())
         x = x_all if val_mask is None else x_all[~val_mask]      # what the model may learn from
         target = feat["latency_ms"].to_numpy(np.float64)

@@ -100,3 +100,12 @@ def test_peak_reached_and_spec_twins():
             self.name, self.num_sm, self.peak_gflops = name, num_sm, peak_gflops
     x, y, z = D("x", 108, 19492.0), D("y", 108, 19492.0), D("z", 80, 14000.0)
     assert A.spec_twins([x, z], [x, y, z]) == {"x": "y"}
+
+
+def test_bandwidth_reached_by_hand():
+    # 2e6 B in 1 ms = 2 GB/s of a 4 GB/s spec -> 0.5 (the max of 0.5 and 0.25 at q = 1)
+    df = pd.DataFrame({"op_class": ["EW", "EW", "LN"], "split": ["train", "train", "test_ood"],
+                       "device": ["a", "a", "b"], "bytes": [2e6, 1e6, 3e6], "latency_ms": [1.0, 1.0, 1.0],
+                       "mem_bw_gbps": [4.0, 4.0, 6.0]})
+    out = A.bandwidth_reached(df, q=1.0)
+    assert out[("EW", "train", "a")] == pytest.approx(0.5) and out[("LN", "test_ood", "b")] == pytest.approx(0.5)

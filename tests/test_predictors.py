@@ -120,6 +120,24 @@ def test_leave_one_gpu_out_and_no_validation(tmp_path, monkeypatch):
         P.make_config({"validation": "NVIDIA H100 80GB HBM3"})   # an OOD GPU is never a validation fold
 
 
+def test_largest_rows_by_hand():
+    # per GPU, rows above that GPU's 80th-percentile roofline bound; a and b are ranked separately
+    feat = pd.DataFrame({"device": ["a"] * 5 + ["b"] * 5, "roofline_ms": [1, 2, 3, 4, 5, 10, 20, 30, 40, 50.0]})
+    assert list(P.largest_rows(feat)) == [False] * 4 + [True] + [False] * 4 + [True]
+
+
+def test_size_extrapolation_trains_without_the_largest_rows(tmp_path, monkeypatch):
+    from lib.perop import size_extrapolation
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {**TINY, "epochs": 2, "patience": 2}
+    feat = P.training_table("SOFTMAX", TINY["max_rows"])
+    p = P.train_predictor("SOFTMAX", {**cfg, "validation": "largest"})
+    assert p.info["train_rows"] == len(feat) - int(P.largest_rows(feat).sum())   # the largest are never learned
+    t = size_extrapolation("SOFTMAX", cfg)
+    assert len(t) == 2 and (t["rows"] == int(P.largest_rows(feat).sum())).all()
+    assert np.isfinite(t["mape_pct"]).all() and (t["mape_pct"] > 0).all()
+
+
 def test_logo_table_holds_out_each_gpu(tmp_path, monkeypatch):
     from lib.perop import logo_table
     monkeypatch.setattr(paths, "BUILD", tmp_path)
