@@ -216,6 +216,9 @@ def known_gpu_selection_table(candidates: dict) -> pd.DataFrame:
 # without each training GPU's largest rows (lib.predictors.largest_rows) and scored on them, once
 # with its inputs clipped to the training range (what NeuSightPredictor.predict does) and once not
 # (the MLP extrapolating linearly in the log features).
+CLIPPED, UNCLIPPED = "clipped to the training range (default)", "not clipped"   # size_extrapolation's `inputs`
+
+
 def size_extrapolation(op_class: str, cfg: dict) -> pd.DataFrame:
     """MAPE (%) on the training GPUs' largest rows, inputs clipped vs not: one row per variant (notebook 04)."""
     from dataclasses import replace
@@ -229,7 +232,7 @@ def size_extrapolation(op_class: str, cfg: dict) -> pd.DataFrame:
     feat = training_table(op_class, cfg.get("max_rows"), cfg.get("seed", 0))
     held = feat[largest_rows(feat)]
     rows = []
-    for inputs, q in (("clipped to the training range (default)", p), ("not clipped", unclipped(p))):
+    for inputs, q in ((CLIPPED, p), (UNCLIPPED, unclipped(p))):
         err = pd.Series(ape(q.predict(held), held["latency_ms"]), index=held.index)
         rows.append({"op_class": op_class, "inputs": inputs, "rows": len(held), "mape_pct": err.mean(),
                      **err.groupby(held["device"]).mean().to_dict()})
