@@ -28,7 +28,7 @@ import pandas as pd
 from . import paths
 from .analysis import extrapolation_note
 from .devices import Device, DeviceError, load_device
-from .graph import GraphError, capture, fuse_elementwise
+from .graph import GraphError, capture, fuse_elementwise, fused_scale
 
 SHAPE_COLS = ["op", "B", "M", "N", "K", "H", "bytes"]
 METHODS = ("neusight", "roofline", "habitat", "li")
@@ -46,7 +46,7 @@ def predict_table(kernels: pd.DataFrame, device: Device, method: str = "neusight
     uniq = key.drop_duplicates().reset_index(drop=True)
     uniq["pred_ms"] = _predict_shapes(uniq.replace(-1.0, np.nan), device, method, tiles, cfg_by_class, habitat_cfg)
     out = kernels.copy()
-    out["pred_ms"] = key.merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy()
+    out["pred_ms"] = key.merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy() * fused_scale(kernels)
     out["total_ms"] = out["pred_ms"] * out["count"]
     return out
 
@@ -158,6 +158,7 @@ def forecast_sweep(model_config, devices, batches, seq: int, mode: str, method: 
         uniq["pred_ms"] = _predict_shapes(uniq.replace(-1.0, np.nan), dev, method, tiles, cfg_by_class, None)
         for b, t in tables.items():
             pred = t[SHAPE_COLS].fillna(-1.0).merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy()
+            pred = pred * fused_scale(t)
             table = t.assign(pred_ms=pred, total_ms=pred * t["count"].to_numpy())
             if factors is not None:
                 table = apply_calibration(table, factors)
@@ -170,7 +171,7 @@ def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
                     calibrated: bool = False) -> pd.DataFrame:
     """Labels (lib.labels.load_labels rows) + `<method>_ms` and `<method>_ape` per method.
 
-    option 'fusion' rows are forecast with fused element-wise chains; each label reads only
+    option 'fusion' rows are forecast with fused kernels (lib.graph.fuse_elementwise); each label reads only
     its GPU's spec JSON (and, for li, that GPU's own kernel measurements, NaN where none exist).
     calibrated=True adds `neusight_cal_ms/_ape` (NeuSight scaled by the training-GPU calibration).
     """
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--seq", type=int, required=True)
     p.add_argument("--mode", choices=("inference", "training"), required=True)
-    p.add_argument("--fusion", action="store_true", help="fuse chains of element-wise ops")
+    p.add_argument("--fusion", action="store_true", help="fuse chains of element-wise ops, and into a following softmax/layernorm")
     p.add_argument("--method", choices=METHODS, default="neusight")
     p.add_argument("--calibrate", action="store_true",
                    help="scale by factors fitted on the training GPUs' end-to-end labels (lib.calibration)")

@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import paths
 from .graph_ops import COLUMNS, EW_OPS, classify  # noqa: F401  (re-exported)
+from .roofline import FP32_BYTES, flops_and_bytes
 
 GRAPH_CACHE = paths.CACHE / "graphs"
 MODES = ("inference", "training")
@@ -193,10 +195,16 @@ def _same_ops(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 # reads two tensors, else unary 'addu'. Traffic of the fused kernel = one read + one write of B x H.
 _TRANSCENDENTAL = ("gelu", "tanh", "pow", "powu")
 _BINARY = ("add", "mul", "div", "pow")
+_FUSE_KEYS = ("phase", "layer", "count", "B", "H")
+# A chain (or single fusable kernel) directly before a softmax or layernorm of the same phase, layer,
+# count and B x H runs inside that kernel, as torch.compile emits it (a pointwise prologue of the
+# reduction): its result never reaches memory; a binary chain's second tensor is read on top:
+#     extra_bytes = 4 * B * H if the chain reads two tensors, else 0
+_REDUCTIONS = ("softmax", "ln")
 
 
-def fuse_elementwise(df: pd.DataFrame) -> pd.DataFrame:
-    """Merge each run of adjacent fusable rows (same phase, layer, count, B x H) into one kernel."""
+def _fuse_chains(records: list) -> list:
+    """Merge each run of adjacent fusable records (same phase, layer, count, B x H) into one."""
     out, run = [], []
 
     def flush():
@@ -210,14 +218,12 @@ def fuse_elementwise(df: pd.DataFrame) -> pd.DataFrame:
             if op is None:
                 op = "add" if any(o in _BINARY for o in ops) else "addu"
             fused = dict(run[0], op=op, aten="fused(" + ",".join(r["aten"] for r in run) + ")")
-            fused["fused"] = sum(r.get("fused", 1) for r in run)
+            fused["fused"] = sum(r["fused"] for r in run)
             out.append(fused)
         run.clear()
 
-    keys = ("phase", "layer", "count", "B", "H")
-    for r in df.to_dict("records"):
-        r.setdefault("fused", 1)
-        if r["fusable"] and run and all(r[k] == run[-1][k] for k in keys):
+    for r in records:
+        if r["fusable"] and run and all(r[k] == run[-1][k] for k in _FUSE_KEYS):
             run.append(r)
             continue
         flush()
@@ -226,7 +232,48 @@ def fuse_elementwise(df: pd.DataFrame) -> pd.DataFrame:
         else:
             out.append(r)
     flush()
-    return pd.DataFrame(out, columns=list(df.columns) + (["fused"] if "fused" not in df else []))
+    return out
+
+
+def _absorb_into_reductions(records: list) -> list:
+    """Fold each fusable record into the softmax/layernorm record right after it (same keys)."""
+    out = []
+    for r in records:
+        prev = out[-1] if out else None
+        if (r["op"] in _REDUCTIONS and prev is not None and prev["fusable"]
+                and all(prev[k] == r[k] for k in _FUSE_KEYS)):
+            out.pop()
+            r = dict(r, aten="fused(" + prev["aten"] + "," + r["aten"] + ")", fused=prev["fused"] + r["fused"],
+                     extra_bytes=FP32_BYTES * r["B"] * r["H"] if prev["op"] in _BINARY else 0.0)
+        out.append(r)
+    return out
+
+
+def fuse_elementwise(df: pd.DataFrame, into_reductions: bool = True) -> pd.DataFrame:
+    """Fused kernels: adjacent element-wise chains merged, then (into_reductions) folded into a following
+    softmax/layernorm; into_reductions=False is the chains-only rule of the paper."""
+    records = [dict(r, fused=r.get("fused", 1), extra_bytes=r.get("extra_bytes", 0.0))
+               for r in df.to_dict("records")]
+    out = _fuse_chains(records)
+    if into_reductions:
+        out = _absorb_into_reductions(out)
+    extra = [c for c in ("fused", "extra_bytes") if c not in df]
+    return pd.DataFrame(out, columns=list(df.columns) + extra)
+
+
+def fused_scale(table: pd.DataFrame) -> np.ndarray:
+    """Latency factor per row for the operands a fused softmax/layernorm reads on top of its own (1 elsewhere)."""
+    scale = np.ones(len(table))
+    if "extra_bytes" not in table:
+        return scale
+    extra = table["extra_bytes"].fillna(0.0).to_numpy(dtype=float)
+    rows = extra > 0
+    if rows.any():
+        # a memory-bound kernel's time scales with its traffic:
+        #     latency_fused = latency_reduction * (bytes_reduction + extra_bytes) / bytes_reduction
+        _, own_bytes = flops_and_bytes(table[rows])
+        scale[rows] = (own_bytes + extra[rows]) / own_bytes
+    return scale
 
 
 # ----------------------------------------------------------------------------- label CSVs
