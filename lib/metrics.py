@@ -20,3 +20,38 @@ def mape_table(df: pd.DataFrame, pred_col: str, by, meas_col: str = "latency_ms"
     """MAPE (%) of one prediction column per group."""
     err = pd.Series(ape(df[pred_col], df[meas_col]), index=df.index)
     return err.groupby([df[c] for c in ([by] if isinstance(by, str) else by)]).mean()
+
+
+BOOTSTRAP_RESAMPLES = 2000   # resamples per interval
+CI_LEVEL = 0.95
+_CHUNK = 100                 # resamples drawn at once (bounds memory: chunk x rows indices)
+
+
+def bootstrap_mean_ci(values, n_boot: int = BOOTSTRAP_RESAMPLES, level: float = CI_LEVEL,
+                      seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean of `values`, rows resampled i.i.d. (notebook 04).
+
+    A paired comparison (ours - paper on the same labels) passes the per-label differences.
+    """
+    # means_b = mean(values[idx_b]), idx_b ~ n draws with replacement;  CI = quantiles (1 -+ level) / 2
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return (np.nan, np.nan)
+    rng = np.random.default_rng(seed)
+    means = np.concatenate([v[rng.integers(0, len(v), size=(min(_CHUNK, n_boot - i), len(v)))].mean(axis=1)
+                            for i in range(0, n_boot, _CHUNK)])
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def mape_ci_table(df: pd.DataFrame, pred_col: str, by, meas_col: str = "latency_ms") -> pd.DataFrame:
+    """Rows, MAPE (%) and its bootstrap interval (ci_low_pct, ci_high_pct) of one prediction column per group."""
+    err = pd.Series(ape(df[pred_col], df[meas_col]), index=df.index)
+    keys = [by] if isinstance(by, str) else list(by)
+    rows = []
+    for key, e in err.groupby([df[c] for c in keys]):
+        lo, hi = bootstrap_mean_ci(e.to_numpy())
+        rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))),
+                     "rows": int(e.notna().sum()), "mape_pct": float(e.mean()), "ci_low_pct": lo, "ci_high_pct": hi})
+    return pd.DataFrame(rows)

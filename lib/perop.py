@@ -16,7 +16,7 @@ from . import paths
 from .data import OP_CLASSES, load_kernels
 from .features import add_features
 from .kernels import predict_by_device
-from .metrics import ape
+from .metrics import ape, mape_ci_table
 
 # column -> (label, method, tiles)
 VARIANTS = {
@@ -66,6 +66,23 @@ def mape_table(df: pd.DataFrame, columns) -> pd.DataFrame:
     tab = pd.DataFrame(rows).T
     order = [(s, c) for s in SPLIT_LABEL.values() for c in OP_CLASSES if (s, c) in tab.columns]
     return tab[order]
+
+
+def mape_ci(df: pd.DataFrame, columns, paper: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per method x split x op class: rows, MAPE (%), its bootstrap 95% interval and, beside it, the
+    paper's NeuSight number with where the interval lies ('below', 'above' or 'spans' the paper)."""
+    frames = []
+    for col in columns:
+        t = mape_ci_table(df.assign(split=df["split"].map(SPLIT_LABEL)), col, ["split", "op_class"])
+        frames.append(t.assign(method=VARIANTS[col][0]))
+    out = pd.concat(frames, ignore_index=True)[["method", "split", "op_class", "rows", "mape_pct",
+                                                "ci_low_pct", "ci_high_pct"]]
+    if paper is not None:
+        ref = paper.loc[f"paper: {PAPER_METHODS['NeuSight']}"]
+        out["paper_pct"] = [ref.get((s, c), np.nan) for s, c in zip(out["split"], out["op_class"])]
+        out["vs_paper"] = np.select([out["ci_high_pct"] < out["paper_pct"], out["ci_low_pct"] > out["paper_pct"],
+                                     out["paper_pct"].notna()], ["below", "above", "spans"], "")
+    return out
 
 
 def paper_table() -> pd.DataFrame:

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
+from .metrics import bootstrap_mean_ci
 
 BEGIN_MARK = "<!-- results:begin"     # a README's marker may carry any note after this prefix
 BEGIN = BEGIN_MARK + " (python -m lib.report writes this block from figures/tables/; do not edit) -->"
@@ -35,8 +36,14 @@ def e2e_headline(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def perop_summary(perop: pd.DataFrame) -> pd.DataFrame:
-    """Per-op MAPE (%): ours (spec-only and oracle tiles) and the paper's NeuSight, OOD and in-distribution."""
+def interval(lo: float, hi: float, digits: int = 1) -> str:
+    """A 95% interval as text, '12.3 to 13.3'."""
+    return "n/a" if np.isnan(lo) or np.isnan(hi) else f"{lo:.{digits}f} to {hi:.{digits}f}"
+
+
+def perop_summary(perop: pd.DataFrame, ci: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per-op MAPE (%): ours (spec-only and oracle tiles) and the paper's NeuSight, OOD and in-distribution;
+    with `ci` (notebook 04's perop_ci table) the spec-only OOD bootstrap interval and where it lies."""
     wide = perop.pivot_table(index="op_class", columns=["method", "split"], values="mape_pct")
     out = pd.DataFrame({
         "OOD, ours (spec-only tiles)": wide[(SPEC, "OOD")],
@@ -47,6 +54,10 @@ def perop_summary(perop: pd.DataFrame) -> pd.DataFrame:
     }).reindex([c for c in OP_ORDER if c in wide.index]).rename_axis("op class")
     below = out["OOD, ours (spec-only tiles)"] < out["OOD, paper (oracle tiles)"]
     out["OOD below the paper"] = np.where(below, "yes", "**no**")
+    if ci is not None:
+        c = ci[(ci["method"] == SPEC) & (ci["split"] == "OOD")].set_index("op_class").reindex(out.index)
+        out["OOD 95% CI, ours"] = [interval(lo, hi) for lo, hi in zip(c["ci_low_pct"], c["ci_high_pct"])]
+        out["CI vs the paper"] = c["vs_paper"].fillna("n/a").to_numpy()
     return out
 
 
@@ -59,6 +70,10 @@ def e2e_summary(inference: pd.DataFrame, training: pd.DataFrame, fused: pd.DataF
     out[f"<= {E2E_TARGET_PCT:g}%"] = np.where(out["ours"] <= E2E_TARGET_PCT, "yes", "**no**")
     out.loc["fused inference", f"<= {E2E_TARGET_PCT:g}%"] = "(no target)"
     out["labels"] = out["labels"].astype(int)
+    # bootstrap over labels: of our mean, and of the paired difference ours - paper on the same labels
+    out["ours, 95% CI"] = [interval(*bootstrap_mean_ci(t["neusight_ape"])) for t, _ in rows.values()]
+    out["ours - paper, 95% CI"] = [interval(*bootstrap_mean_ci(t["neusight_ape"] - t[paper]))
+                                   for t, paper in rows.values()]
     return out
 
 
@@ -105,7 +120,9 @@ def render(tables: Path = paths.TABLES) -> str:
     parts = [
         BEGIN,
         "Per-op MAPE % (notebook 04, `figures/tables/perop.csv`; target: OOD below the paper):",
-        "", markdown(perop_summary(read("perop"))), "",
+        "", markdown(perop_summary(read("perop"), read("perop_ci"))), "",
+        "95% intervals: bootstrap over held-out kernels or labels (`lib.metrics.bootstrap_mean_ci`); "
+        "'below' / 'above': the whole interval lies there.", "",
         "End-to-end mean APE % over the NVIDIA labels (notebook 05, `figures/tables/e2e_*.csv`):",
         "", markdown(e2e_summary(inf, train, fused)), "",
         "Per GPU (target: below the paper on every GPU):",

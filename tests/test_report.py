@@ -23,6 +23,8 @@ def test_e2e_summary_and_per_gpu_flag_missed_targets():
     s = report.e2e_summary(inf, train, fused)
     assert s.loc["inference", "ours"] == 4.5 and s.loc["inference", "<= 5%"] == "yes"
     assert s.loc["training", "<= 5%"] == "**no**" and s.loc["fused inference", "labels"] == 2
+    assert s.loc["training", "ours, 95% CI"] == "6.0 to 6.0"             # one label: no spread
+    assert s.loc["training", "ours - paper, 95% CI"] == "1.0 to 1.0"
     g = report.e2e_per_gpu(inf, train)
     assert list(g["below the paper"]) == ["yes", "**no**", "**no**"]   # (A, inf), (A, train), (B, inf)
 
@@ -51,3 +53,15 @@ def test_check_reports_a_stale_block(tmp_path):
     assert report.main(["--check", "--readme", str(stale)]) == 1
     assert report.main(["--readme", str(stale)]) == 0 and report.main(["--check", "--readme", str(stale)]) == 0
     assert report.main(["--readme", str(tmp_path / "missing.md")]) == 2
+
+
+def test_perop_summary_with_intervals():
+    rows = []
+    for method, (ood, ind) in {report.SPEC: (15.0, 20.0), report.ORACLE: (16.0, 21.0), report.PAPER: (14.0, 22.0)}.items():
+        rows += [dict(method=method, split="OOD", op_class="BMM", mape_pct=ood),
+                 dict(method=method, split="in-distribution", op_class="BMM", mape_pct=ind)]
+    ci = pd.DataFrame([dict(method=report.SPEC, split="OOD", op_class="BMM", ci_low_pct=14.5, ci_high_pct=15.5,
+                            vs_paper="above")])
+    s = report.perop_summary(pd.DataFrame(rows), ci)
+    assert s.loc["BMM", "OOD below the paper"] == "**no**"
+    assert s.loc["BMM", "OOD 95% CI, ours"] == "14.5 to 15.5" and s.loc["BMM", "CI vs the paper"] == "above"
