@@ -73,6 +73,15 @@ def test_sweep_matches_single_forecasts():
     assert row["latency_ms"] == pytest.approx(one["latency_ms"])
 
 
+def test_fused_forecast_folds_and_sweep_agrees():
+    dev = load_device(H100)
+    plain = forecast(GPT2, dev, 4, 1024, "inference", method="roofline")
+    fused = forecast(GPT2, dev, 4, 1024, "inference", fusion=True, method="roofline")
+    assert fused["kernels"] < plain["kernels"] and fused["latency_ms"] < plain["latency_ms"]
+    sw = forecast_sweep(GPT2, [dev], [4], 1024, "inference", method="roofline", fusion=True)
+    assert sw["latency_ms"].iloc[0] == pytest.approx(fused["latency_ms"])
+
+
 def test_labels_counts():
     lab = load_labels()
     nv = lab[lab.vendor == "nvidia"]
