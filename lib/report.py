@@ -85,6 +85,9 @@ def e2e_per_gpu(inference: pd.DataFrame, training: pd.DataFrame) -> pd.DataFrame
         parts.append(h.rename(columns={"neusight_ape": "ours", "paper_neusight": "paper"}).assign(mode=mode))
     out = pd.concat(parts).reset_index().set_index(["device", "mode"]).sort_index()
     out["below the paper"] = np.where(out["ours"] < out["paper"], "yes", "**no**")
+    diff = {(d, mode): t.loc[t["device"] == d, "neusight_ape"] - t.loc[t["device"] == d, "paper_neusight"]
+            for mode, t in (("inference", inference), ("training", training)) for d in t["device"].unique()}
+    out["ours - paper, 95% CI"] = [interval(*bootstrap_mean_ci(diff[i])) for i in out.index]
     return out
 
 

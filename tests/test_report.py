@@ -27,6 +27,7 @@ def test_e2e_summary_and_per_gpu_flag_missed_targets():
     assert s.loc["training", "ours - paper, 95% CI"] == "1.0 to 1.0"
     g = report.e2e_per_gpu(inf, train)
     assert list(g["below the paper"]) == ["yes", "**no**", "**no**"]   # (A, inf), (A, train), (B, inf)
+    assert list(g["ours - paper, 95% CI"]) == ["-2.0 to -2.0", "1.0 to 1.0", "2.0 to 2.0"]
 
 
 def test_markdown_by_hand():
