@@ -205,7 +205,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, required=True)
     p.add_argument("--seq", type=int, required=True)
     p.add_argument("--mode", choices=("inference", "training"), required=True)
-    p.add_argument("--fusion", action="store_true", help="fuse chains of element-wise ops, and into a following softmax/layernorm")
+    p.add_argument("--fusion", action="store_true",
+                   help="fuse chains of element-wise ops, and fold them into a following softmax/layernorm")
     p.add_argument("--method", choices=METHODS, default="neusight")
     p.add_argument("--calibrate", action="store_true",
                    help="scale by factors fitted on the training GPUs' end-to-end labels (lib.calibration)")

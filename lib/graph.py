@@ -13,8 +13,10 @@ Tables are cached in build/cache/graphs/ (a cache hit imports neither torch nor 
 """
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -197,10 +199,22 @@ _TRANSCENDENTAL = ("gelu", "tanh", "pow", "powu")
 _BINARY = ("add", "mul", "div", "pow")
 _FUSE_KEYS = ("phase", "layer", "count", "B", "H")
 # A chain (or single fusable kernel) directly before a softmax or layernorm of the same phase, layer,
-# count and B x H runs inside that kernel, as torch.compile emits it (a pointwise prologue of the
-# reduction): its result never reaches memory; a binary chain's second tensor is read on top:
-#     extra_bytes = 4 * B * H if the chain reads two tensors, else 0
+# count and B x H runs inside that kernel, as a fusing compiler (torch.compile's inductor, for one)
+# emits a pointwise prologue of a reduction: its result never reaches memory; only its side inputs
+# (every input but the one tensor it transforms: a residual, a broadcast attention mask) are read on top:
+#     extra_bytes = sum over the chain's kernels of 4 * (numel of inputs - numel of the largest input)
 _REDUCTIONS = ("softmax", "ln")
+
+
+def side_bytes(r: dict) -> float:
+    """fp32 bytes of a kernel's inputs beyond the one tensor it transforms, from its `shapes` text."""
+    try:
+        ins = ast.literal_eval(str(r["shapes"]).split("->")[0])
+        numels = [math.prod(s) for s in ins if math.prod(s) > 1]
+    except (KeyError, ValueError, SyntaxError, TypeError):
+        # no shapes: a binary op reads one more tensor of its own size
+        return FP32_BYTES * r["B"] * r["H"] if r["op"] in _BINARY else 0.0
+    return float(FP32_BYTES * (sum(numels) - max(numels, default=0)))
 
 
 def _fuse_chains(records: list) -> list:
@@ -219,6 +233,7 @@ def _fuse_chains(records: list) -> list:
                 op = "add" if any(o in _BINARY for o in ops) else "addu"
             fused = dict(run[0], op=op, aten="fused(" + ",".join(r["aten"] for r in run) + ")")
             fused["fused"] = sum(r["fused"] for r in run)
+            fused["side_bytes"] = sum(r["side_bytes"] for r in run)
             out.append(fused)
         run.clear()
 
@@ -244,7 +259,7 @@ def _absorb_into_reductions(records: list) -> list:
                 and all(prev[k] == r[k] for k in _FUSE_KEYS)):
             out.pop()
             r = dict(r, aten="fused(" + prev["aten"] + "," + r["aten"] + ")", fused=prev["fused"] + r["fused"],
-                     extra_bytes=FP32_BYTES * r["B"] * r["H"] if prev["op"] in _BINARY else 0.0)
+                     extra_bytes=prev["side_bytes"])
         out.append(r)
     return out
 
@@ -252,7 +267,7 @@ def _absorb_into_reductions(records: list) -> list:
 def fuse_elementwise(df: pd.DataFrame, into_reductions: bool = True) -> pd.DataFrame:
     """Fused kernels: adjacent element-wise chains merged, then (into_reductions) folded into a following
     softmax/layernorm; into_reductions=False is the chains-only rule of the paper."""
-    records = [dict(r, fused=r.get("fused", 1), extra_bytes=r.get("extra_bytes", 0.0))
+    records = [dict(r, fused=r.get("fused", 1), extra_bytes=r.get("extra_bytes", 0.0), side_bytes=side_bytes(r))
                for r in df.to_dict("records")]
     out = _fuse_chains(records)
     if into_reductions:

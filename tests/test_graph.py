@@ -130,6 +130,20 @@ def test_fuse_elementwise_folds_chain_into_following_reduction():
     assert list(chains.aten) == ["d", "s", "r", "n", "g", "m"] and chains.extra_bytes.sum() == 0
 
 
+def test_fold_charges_only_side_inputs():
+    # scores [2, 4, 8] (B = 8 rows, H = 8) + a mask broadcast over the first dim [1, 4, 8], then softmax
+    rows = [dict(aten="m", phase="fw", op="add", B=8, H=8, count=1, layer="layer", fusable=True,
+                 shapes="[(2, 4, 8), (1, 4, 8)]->[(2, 4, 8)]"),
+            dict(aten="s", phase="fw", op="softmax", B=8, H=8, count=1, layer="layer", fusable=False,
+                 shapes="[(2, 4, 8)]->[(2, 4, 8)]")]
+    assert graph.side_bytes(rows[0]) == 4 * 32 and graph.side_bytes(rows[1]) == 0
+    assert graph.side_bytes(dict(rows[0], shapes="[(2, 4, 8), ()]->[(2, 4, 8)]")) == 0     # a scalar operand
+    fused = graph.fuse_elementwise(pd.DataFrame(rows))
+    assert list(fused.aten) == ["fused(m,s)"] and fused.extra_bytes.iloc[0] == 128
+    # softmax bytes = 4 * 2 * 64 = 512 -> (512 + 128) / 512
+    assert graph.fused_scale(fused) == pytest.approx([1.25])
+
+
 def test_label_layer_nodes_reads_label_csv(tmp_path):
     csv = tmp_path / "lab.csv"
     csv.write_text("op,target,input_shapes,output_shape,fw_latency,bw_latency,Name,extra\n"
