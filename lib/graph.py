@@ -267,8 +267,8 @@ def _absorb_into_reductions(records: list) -> list:
 def fuse_elementwise(df: pd.DataFrame, into_reductions: bool = True) -> pd.DataFrame:
     """Fused kernels: adjacent element-wise chains merged, then (into_reductions) folded into a following
     softmax/layernorm; into_reductions=False is the chains-only rule of the paper."""
-    records = [dict(r, fused=r.get("fused", 1), extra_bytes=r.get("extra_bytes", 0.0), side_bytes=side_bytes(r))
-               for r in df.to_dict("records")]
+    records = [dict(r, fused=r.get("fused", 1), extra_bytes=r.get("extra_bytes", 0.0),
+                    side_bytes=side_bytes(r) if r["fusable"] else 0.0) for r in df.to_dict("records")]
     out = _fuse_chains(records)
     if into_reductions:
         out = _absorb_into_reductions(out)
