@@ -1,4 +1,4 @@
-"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, machine balance, spec twins (notebooks 01-02, 04-05)."""
+"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, machine balance, spec twins, shape alignment (notebooks 01-02, 04-05)."""
 from __future__ import annotations
 
 import numpy as np
@@ -163,3 +163,41 @@ def bandwidth_reached(df: pd.DataFrame, q: float = 0.99) -> pd.Series:
     # share = bytes / latency / mem_bw = (bytes / (latency_ms * 1e6)) [GB/s] / mem_bw_gbps
     share = df["bytes"] / (df["latency_ms"] * 1e6) / df["mem_bw_gbps"]
     return share.groupby([df["op_class"], df["split"], df["device"]]).quantile(q).rename("bandwidth_reached")
+
+
+# The dimensions whose alignment decides a kernel's memory access (GEMMs: all three; vector ops: the row).
+ALIGN_DIMS = {"BMM": ("M", "N", "K"), "FC": ("M", "N", "K"), "EW": ("H",), "SOFTMAX": ("H",), "LN": ("H",)}
+
+
+def aligned(df: pd.DataFrame, multiple: int) -> pd.Series:
+    """Bool per row: every ALIGN_DIMS dimension of its op class is a multiple of `multiple` (notebook 04)."""
+    out = pd.Series(False, index=df.index)
+    for op_class, dims in ALIGN_DIMS.items():
+        rows = df["op_class"] == op_class
+        if rows.any():
+            out[rows] = (df.loc[rows, list(dims)].astype("int64") % multiple == 0).all(axis=1)
+    return out
+
+
+def alignment_shares(df: pd.DataFrame, multiples=(4, 32, 128)) -> pd.DataFrame:
+    """Per op class and split: rows, and the % of rows whose every dimension is a multiple of m (notebook 04)."""
+    # share_m_pct = 100 * mean over rows of [d % m == 0 for every d in ALIGN_DIMS[op_class]]
+    cols = {f"x{m}_pct": aligned(df, m).astype(float) * 100 for m in multiples}
+    t = pd.DataFrame({"op_class": df["op_class"], "split": df["split"], **cols})
+    out = t.groupby(["op_class", "split"]).agg(rows=("split", "size"), **{c: (c, "mean") for c in cols}).reset_index()
+    out["op_class"] = pd.Categorical(out["op_class"], [c for c in OP_CLASSES if c in set(out["op_class"])], ordered=True)
+    return out.sort_values(["op_class", "split"]).reset_index(drop=True)
+
+
+def gemm_throughput_by_shape(df: pd.DataFrame, edges=(-1, 0, 1, 2, 4)) -> pd.DataFrame:
+    """Per device and log10(GFLOP) bin: median BMM TFLOP/s of three shape groups, and rows (notebook 04):
+    held-out shapes (test_id), training shapes, and training shapes with M, N, K all multiples of 4."""
+    # tflops = 2 B M N K / latency_ms / 1e9;  bin = log10(2 B M N K / 1e9) cut at `edges`
+    g = df[(df["op_class"] == "BMM") & df["split"].isin(["train", "test_id"])]
+    gflop = 2 * g["B"] * g["M"] * g["N"] * g["K"] / 1e9
+    g = g.assign(tflops=gflop / g["latency_ms"], gflop_bin=pd.cut(np.log10(gflop), list(edges)),
+                 group=g["split"].map({"train": "training shapes", "test_id": "held-out shapes"}))
+    x4 = g[(g["split"] == "train") & aligned(g, 4)].assign(group="training shapes, M N K multiples of 4")
+    g = pd.concat([g, x4])
+    return (g.groupby(["device", "gflop_bin", "group"], observed=True)["tflops"]
+            .agg(median_tflops="median", rows="size").reset_index())

@@ -109,3 +109,30 @@ def test_bandwidth_reached_by_hand():
                        "mem_bw_gbps": [4.0, 4.0, 6.0]})
     out = A.bandwidth_reached(df, q=1.0)
     assert out[("EW", "train", "a")] == pytest.approx(0.5) and out[("LN", "test_ood", "b")] == pytest.approx(0.5)
+
+
+def test_alignment_shares_by_hand():
+    df = pd.DataFrame({"op_class": ["BMM", "BMM", "BMM", "SOFTMAX", "SOFTMAX"],
+                       "split": ["train", "train", "test_id", "train", "train"],
+                       "M": [4, 128, 256, np.nan, np.nan], "N": [8, 128, 32, np.nan, np.nan],
+                       "K": [3, 128, 128, np.nan, np.nan], "H": [np.nan, np.nan, np.nan, 2048, 2043]})
+    # BMM train: (4, 8, 3) aligned to nothing, (128, 128, 128) to 4, 32 and 128; test_id (256, 32, 128): 4 and 32
+    assert list(A.aligned(df, 4)) == [False, True, True, True, False]
+    t = A.alignment_shares(df).set_index(["op_class", "split"])
+    assert t.loc[("BMM", "train"), "rows"] == 2
+    assert t.loc[("BMM", "train"), ["x4_pct", "x32_pct", "x128_pct"]].tolist() == [50.0, 50.0, 50.0]
+    assert t.loc[("BMM", "test_id"), ["x4_pct", "x32_pct", "x128_pct"]].tolist() == [100.0, 100.0, 0.0]
+    assert t.loc[("SOFTMAX", "train"), ["x4_pct", "x128_pct"]].tolist() == [50.0, 50.0]
+
+
+def test_gemm_throughput_by_shape_by_hand():
+    # 2*1*100*100*52 = 1.04e6 FLOP = 1.04e-3 GFLOP in 1.04e-3 ms -> 1 TFLOP/s; log10 GFLOP ~ -3 (bin (-4, 0])
+    df = pd.DataFrame({"op_class": "BMM", "device": "g", "B": 1,
+                       "split": ["train", "train", "test_id"], "M": [100, 101, 100], "N": [100, 100, 100],
+                       "K": [52, 50, 50], "latency_ms": [1.04e-3, 2.02e-3, 0.5e-3]})
+    t = A.gemm_throughput_by_shape(df, edges=(-4, 0)).set_index("group")
+    assert t.loc["held-out shapes", "median_tflops"] == pytest.approx(2.0)
+    assert t.loc["training shapes", "median_tflops"] == pytest.approx(0.75)   # median of 1.0 and 1.01e-3 / 2.02e-3
+    assert t.loc["training shapes", "rows"] == 2
+    assert t.loc["training shapes, M N K multiples of 4", "median_tflops"] == pytest.approx(1.0)
+    assert t.loc["training shapes, M N K multiples of 4", "rows"] == 1
