@@ -201,3 +201,23 @@ def gemm_throughput_by_shape(df: pd.DataFrame, edges=(-1, 0, 1, 2, 4)) -> pd.Dat
     g = pd.concat([g, x4])
     return (g.groupby(["device", "gflop_bin", "group"], observed=True)["tflops"]
             .agg(median_tflops="median", rows="size").reset_index())
+
+
+# Vector loads of softmax (lib.tiles.softmax_vector_share): bins of the share of a row loaded as 4-vectors.
+VECTOR_SHARE_BINS = (0.5, 0.7, 0.8, 0.9, 0.99, 1.0)
+
+
+def softmax_bandwidth_by_vector_share(df: pd.DataFrame, min_bytes: float = 2 ** 28) -> pd.DataFrame:
+    """Median achieved bandwidth share and rows of cunn_SoftMaxForward kernels (H > 1024) moving at least
+    min_bytes, per device x bin of the vector-loaded share of a row (notebook 04).
+
+    df: softmax kernels through lib.roofline.add_roofline (`bytes` read + written once).
+    """
+    from .tiles import softmax_vector_share
+    big = df[(df["op"] == "softmax") & (df["H"] > 1024) & (df["bytes"] >= min_bytes)]
+    # share = bytes / latency / mem_bw  (as in bandwidth_reached)
+    share = big["bytes"] / (big["latency_ms"] * 1e6) / big["mem_bw_gbps"]
+    vec = pd.cut(softmax_vector_share(big["H"]), VECTOR_SHARE_BINS, include_lowest=True)
+    return (pd.DataFrame({"device": big["device"], "vector_share": vec, "bandwidth_share": share})
+            .groupby(["device", "vector_share"], observed=True)["bandwidth_share"]
+            .agg(median="median", rows="size").reset_index())

@@ -11,14 +11,17 @@ import numpy as np
 import pandas as pd
 
 from .roofline import add_roofline, peak_for_op
-from .tiles import add_tiles
+from .tiles import SOFTMAX_WARP_MAX_H, add_tiles, softmax_vector_share
 from .waves import add_waves
 
 FEATURES = ("f_flops", "f_bytes", "f_l2", "f_mem", "f_intensity")
 # Beyond the paper: whether ONE wave's data fits in L2 (one tile per SM per wave, lib.waves).
 # f_l2 compares the whole kernel's bytes with L2; a softmax or layernorm pass that re-reads its
 # rows runs from L2 when a wave's rows fit there, from DRAM when they do not.
-EXTRA_FEATURES = ("f_wave_l2",)
+# For softmax, which of PyTorch's two kernels runs (f_softmax_block: 1 = cunn_SoftMaxForward, one block
+# per row, for H > 1024; 0 = softmax_warp_forward), and f_vec: the share of a softmax row that kernel
+# loads as 4-element vectors (lib.tiles), the rest one element at a time. Other ops: 0 and 1.
+EXTRA_FEATURES = ("f_wave_l2", "f_vec", "f_softmax_block")
 GIGA = 1e9
 MEGA = 1e6
 
@@ -50,6 +53,12 @@ def add_features(df: pd.DataFrame, tiles: str = "oracle") -> pd.DataFrame:
     out["f_mem"] = np.log(wave_bytes / mem_size_per_sm)
     # f_wave_l2 = log(bytes_per_tile / l2_per_sm)
     out["f_wave_l2"] = np.log(out["bytes_per_tile"] / l2_per_sm)
+    # f_vec = softmax_vector_share(H) for softmax rows, 1 otherwise            [share, not log-scaled]
+    H = out["H"].to_numpy(float) if "H" in out else np.ones(len(out))
+    softmax = out["op"].to_numpy() == "softmax"
+    out["f_vec"] = np.where(softmax, softmax_vector_share(np.nan_to_num(H, nan=1.0)), 1.0)
+    # f_softmax_block = 1 for softmax rows with H > SOFTMAX_WARP_MAX_H, else 0
+    out["f_softmax_block"] = (softmax & (H > SOFTMAX_WARP_MAX_H)).astype(float)
     # f_intensity = log((flops_per_tile / bytes_per_tile) / (peak_flops / mem_bw))
     out["f_intensity"] = np.log((out["flops_per_tile"] / out["bytes_per_tile"]) / (peak_flops / mem_bw))
     return out

@@ -99,6 +99,37 @@ def softmax_rows_per_block(H):
     return SOFTMAX_WARP_THREADS / warp * batches_per_warp
 
 
+# cunn_SoftMaxForward<ILP = 4> (H > 1024), PyTorch 2.1 (the dataset's version):
+#   threads per block = max(32, the least power of two >= floor(min(floor(H / 4), 1024) / 2))   (SoftMax_getBlockSize)
+# Each of its passes over a row (max, sum, write) loads 4-element vectors over the row's aligned body
+# (ilpReduce). A row starting s = (r*H) mod 4 elements past a 16-byte boundary (row r) first loads
+# (threads - s) elements one at a time; then rest = H + s - threads (or H when s = 0) elements remain, of
+# which the last (rest mod (4 * threads)) are loaded one at a time too.
+SOFTMAX_ILP = 4
+SOFTMAX_MAX_THREADS = 1024
+
+
+def softmax_block_threads(H):
+    """Threads per block of cunn_SoftMaxForward (used for H > 1024) by PyTorch's SoftMax_getBlockSize."""
+    H = np.asarray(H, dtype=float)
+    half = np.maximum(np.floor(np.minimum(np.floor(H / SOFTMAX_ILP), SOFTMAX_MAX_THREADS) / 2), 1)
+    return np.maximum(2.0 ** np.ceil(np.log2(half)), WARP_SIZE)
+
+
+def softmax_vector_share(H):
+    """Share of a softmax row's elements loaded as 4-vectors, mean over the 4 row alignments; 0 for
+    H <= 1024 (softmax_warp_forward loads one element at a time) (notebook 04)."""
+    H = np.asarray(H, dtype=float)
+    threads = softmax_block_threads(H)
+    shares = []
+    for r in range(SOFTMAX_ILP):          # rows r, r + 4, r + 8, ... start at the same misalignment
+        s = np.mod(r * H, SOFTMAX_ILP)
+        rest = np.where(s > 0, H + s - threads, H)
+        scalar = np.where(s > 0, threads - s, 0) + np.mod(rest, SOFTMAX_ILP * threads)
+        shares.append(1 - scalar / H)
+    return np.where(H > SOFTMAX_WARP_MAX_H, np.clip(np.mean(shares, axis=0), 0, 1), 0.0)
+
+
 # TensorIterator splits an EW op whose byte offsets overflow int32 into halves until each fits:
 # launches = 2^ceil(log2(4*B*H / 2^31)) (>= 1), each launching num_tiles / launches blocks.
 INT32_OFFSET_BYTES = 2.0 ** 31

@@ -194,7 +194,7 @@ def test_selection_candidates_and_curves(tmp_path, monkeypatch):
             assert tuple(chosen["features"]) == tuple(cand["features"])
         # the batch-256 trial: each '<name>_b256' is a protocol winner at batch 256, nothing else changed
         trial = selection.TRIAL_CANDIDATES[c]
-        assert {n[:-5] for n in trial} == {selection.UNSEEN_CHOICE[c][0], selection.KNOWN_CHOICE[c][0]}
+        assert {n[:-5] for n in trial} == {selection.AMENDMENT2_UNSEEN_CHOICE[c][0], selection.AMENDMENT2_KNOWN_CHOICE[c][0]}
         assert all(cfg == {**P.CANDIDATES[c][n[:-5]], "batch_size": 256} for n, cfg in trial.items())
         assert selection.TRIAL_KNOWN_CONFIGS[c]["device_factors"] and "device_factors" not in selection.TRIAL_DEFAULT_CONFIGS[c]
     monkeypatch.setattr(paths, "BUILD", tmp_path)

@@ -75,6 +75,37 @@ def test_vec_tile_rules_by_hand():
         [256, 128, 8, 8, 4, 4]
 
 
+def test_softmax_block_threads_and_vector_share_by_hand():
+    # threads: H=1029 -> floor(257 / 2) = 128 -> 128; H=2560 -> 320 -> 512; H=16384 -> min(4096, 1024) / 2 -> 512
+    assert tiles.softmax_block_threads(np.array([1029, 2560, 16384])).tolist() == [128, 512, 512]
+    share = tiles.softmax_vector_share(np.array([1000, 1025, 2048, 2560, 3000, 16384]))
+    # H <= 1024: softmax_warp_forward, no vector loads -> 0
+    # H=1025 (128 threads, 4 x 128 = 512 per vector sweep): row alignment s = 0 -> 1025 mod 512 = 1 scalar;
+    #   s = 1, 2, 3 -> (128 - s) + (1025 + s - 128) mod 512 = 513 scalar; mean share = (1024 + 3 * 512) / (4 * 1025)
+    # H=2048, 16384: whole sweeps, no scalar loads -> 1
+    # H=2560 (512 threads, sweeps of 2048): every row aligned, 512 scalar -> 0.8; H=3000: 952 scalar
+    expected = [0.0, (1024 + 3 * 512) / (4 * 1025), 1.0, 0.8, 1 - 952 / 3000, 1.0]
+    assert np.allclose(share, expected)
+
+
+def test_softmax_block_threads_equal_measured_block():
+    from lib.data import load_kernels
+    big = load_kernels(ops="SOFTMAX").query("H > 1024")
+    assert len(big) > 1000
+    assert (tiles.softmax_block_threads(big["H"]) == big["block_x"]).all()
+
+
+def test_f_vec_is_the_softmax_vector_share():
+    from lib.data import load_kernels
+    from lib.features import add_features
+    rows = load_kernels(ops=["SOFTMAX", "LN"], splits="test_id").reset_index(drop=True)
+    feat = add_features(rows)
+    soft = (feat["op"] == "softmax").to_numpy()
+    assert soft.any() and (~soft).any()
+    assert np.allclose(feat.loc[soft, "f_vec"], tiles.softmax_vector_share(feat.loc[soft, "H"]))
+    assert (feat.loc[~soft, "f_vec"] == 1.0).all()
+
+
 def test_ew_launch_split():
     # 4*B*H bytes over 2^31: 1.0 -> 1 launch, 1.25 -> 2, 2.5 -> 4
     assert tiles.ew_launches([65536, 655360, 1310720], [8192, 1024, 1024]).tolist() == [1, 2, 4]
