@@ -89,8 +89,9 @@ AMENDMENT2_UNSEEN_CHOICE = {"BMM": ("logo_choice", 40), "FC": ("no_f_mem", 37), 
 AMENDMENT2_KNOWN_CHOICE = {"BMM": ("wave_l2", 40), "FC": ("wave_l2", 38), "EW": ("wave_l2", 40),
                            "SOFTMAX": ("wave_l2", 40), "LN": ("wave_l2", 38)}
 # PROTOCOL AMENDMENT 4 (softmax only), made in a later session AFTER every number above, OOD and
-# end-to-end ones included, had been seen -- in particular after notebook 04 had shown the OOD softmax
-# rows with power-of-two H forecast ~1.35x too slow. OOD numbers are still never used to choose.
+# end-to-end ones included, had been seen -- in particular after an earlier session's look at the OOD
+# rows had found softmax kernels with power-of-two H forecast ~1.35x too slow. OOD numbers are still
+# never used to choose.
 # PyTorch runs softmax as one of two kernels (lib.tiles): softmax_warp_forward for H <= 1024, loading
 # one element at a time, and cunn_SoftMaxForward for H > 1024, which loads 4-element vectors except
 # for each row's misaligned head and its tail (lib.tiles.softmax_vector_share). The random training
@@ -127,6 +128,10 @@ def _final(choice: dict) -> dict:
 DEFAULT_CONFIGS = _final(SELECTED)         # forecasts for GPUs never trained on
 KNOWN_CONFIGS = _final(KNOWN_SELECTED)     # forecasts for the five training GPUs
 LOGO_ONLY_CONFIGS = _final(LOGO_SELECTED)   # the first protocol's choice, kept for comparison (notebook 04)
+# Amendment 4 beside what it replaced (notebook 04): amendment 2's unseen-GPU choice, and the control
+# candidate wave_l2_block at its own best criterion epoch count in place of the adopted softmax choice.
+AMENDMENT2_DEFAULT_CONFIGS = _final(_chosen(CANDIDATES, AMENDMENT2_UNSEEN_CHOICE))
+BLOCK_CONTROL_CONFIGS = _final(_chosen(CANDIDATES, {**UNSEEN_CHOICE, "SOFTMAX": ("wave_l2_block", 8)}))
 
 
 # TRIAL, NOT ADOPTED: "amendment 3", proposed in a later session AFTER amendment 2's OOD numbers had

@@ -136,3 +136,15 @@ def test_gemm_throughput_by_shape_by_hand():
     assert t.loc["training shapes", "rows"] == 2
     assert t.loc["training shapes, M N K multiples of 4", "median_tflops"] == pytest.approx(1.0)
     assert t.loc["training shapes, M N K multiples of 4", "rows"] == 1
+
+
+def test_softmax_bandwidth_by_vector_share_by_hand():
+    # H=2560 -> share 0.8 (bin (0.7, 0.8]); H=2048 -> 1.0 (bin (0.99, 1.0]); H=1000 (warp kernel) and the
+    # small kernel are left out. Bandwidth share: 4e9 B in 1 ms = 4000 GB/s of 8000 -> 0.5; in 2 ms -> 0.25.
+    df = pd.DataFrame({"op": ["softmax"] * 5, "device": ["a"] * 5, "H": [2560, 2560, 2048, 1000, 2048],
+                       "bytes": [4e9, 4e9, 4e9, 4e9, 1e3], "latency_ms": [1.0, 2.0, 1.0, 1.0, 1.0],
+                       "mem_bw_gbps": [8000.0] * 5})
+    out = A.softmax_bandwidth_by_vector_share(df).set_index("vector_share")
+    assert out["rows"].tolist() == [2, 1]
+    assert out["median"].tolist() == pytest.approx([0.375, 0.5])
+    assert [iv.right for iv in out.index] == [0.8, 1.0]
