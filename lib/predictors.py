@@ -1,7 +1,8 @@
 """NeuSight's per-op-class utilization predictors (notebook 04; their scaling in notebook 03).
 
 One MLP per op class (BMM, FC, EW, SOFTMAX, LN) maps log-scaled features of lib.features (the
-paper's five, optionally f_wave_l2; plus a one-hot of the op for EW) to two numbers z_a, z_b; then
+paper's five, optionally f_wave_l2, and for softmax f_vec or f_softmax_block; plus a one-hot of the op
+for EW) to two numbers z_a, z_b; then
     alpha = sigmoid(z_a),  beta = alpha * sigmoid(z_b)        (so 0 < beta < alpha < 1)
     utilization = alpha - beta / num_waves                     (in (0, 1) for any num_waves >= 1)
     latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization)
