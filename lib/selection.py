@@ -95,7 +95,8 @@ AMENDMENT2_KNOWN_CHOICE = {"BMM": ("wave_l2", 40), "FC": ("wave_l2", 38), "EW": 
 # PyTorch runs softmax as one of two kernels (lib.tiles): softmax_warp_forward for H <= 1024, loading
 # one element at a time, and cunn_SoftMaxForward for H > 1024, which loads 4-element vectors except
 # for each row's misaligned head and its tail (lib.tiles.softmax_vector_share). The random training
-# shapes have vector shares of 0.2-0.99 (median 0.59); the held-out shapes, multiples of 4 to 128, 0.8-1.
+# shapes have vector shares of 0.2-0.99 (median 0.59); the held-out shapes, multiples of 4 to 128, mostly 1
+# (5% quantile 0.6-0.7, median 1; notebook 04).
 # Two more softmax candidates, scored by the unchanged criteria (notebook 04 recomputes them):
 #   'wave_l2_vec'   = wave_l2 + f_vec (the vector share; 0 for the warp kernel)
 #   'wave_l2_block' = wave_l2 + f_softmax_block (which kernel, nothing more), proposed as a control: does
