@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from .data import OP_CLASSES
+from .metrics import ape
 
 
 def coverage_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -137,11 +138,8 @@ def twin_table(df: pd.DataFrame, target: str, twin: str) -> pd.DataFrame:
     ratio = both["latency_ms_target"] / both["latency_ms_twin"]
     raw = both["latency_ms_twin"]
     scaled = raw * both["roofline_ms_target"] / both["roofline_ms_twin"]
-
-    def mape(pred):
-        return (pred - both["latency_ms_target"]).abs() / both["latency_ms_target"] * 100
-
-    t = pd.DataFrame({"op_class": both["op_class"], "ratio": ratio, "raw": mape(raw), "scaled": mape(scaled)})
+    t = pd.DataFrame({"op_class": both["op_class"], "ratio": ratio, "raw": ape(raw, both["latency_ms_target"]),
+                      "scaled": ape(scaled, both["latency_ms_target"])})
     out = t.groupby("op_class").agg(shapes=("ratio", "size"), median_ratio=("ratio", "median"),
                                     twin_mape_pct=("raw", "mean"), scaled_twin_mape_pct=("scaled", "mean"))
     return out.reindex([c for c in OP_CLASSES if c in out.index])
@@ -155,13 +153,18 @@ def peak_reached(df: pd.DataFrame, q: float = 0.99) -> pd.Series:
     return (gflops.groupby(g["device"]).quantile(q) / g.groupby("device")["peak_gflops"].first()).rename("peak_reached")
 
 
+# share = bytes / latency / mem_bw = (bytes / (latency_ms * 1e6)) [GB/s] / mem_bw_gbps
+def bandwidth_share(df: pd.DataFrame) -> pd.Series:
+    """Per row: achieved memory bandwidth as a share of the spec's, from lib.roofline's `bytes` (notebook 04)."""
+    return df["bytes"] / (df["latency_ms"] * 1e6) / df["mem_bw_gbps"]
+
+
 def bandwidth_reached(df: pd.DataFrame, q: float = 0.99) -> pd.Series:
     """Per (op class, split, device): the q-quantile of achieved memory bandwidth as a share of the spec's (notebook 04).
 
     df: kernels through lib.roofline.add_roofline (its `bytes`, read + written once).
     """
-    # share = bytes / latency / mem_bw = (bytes / (latency_ms * 1e6)) [GB/s] / mem_bw_gbps
-    share = df["bytes"] / (df["latency_ms"] * 1e6) / df["mem_bw_gbps"]
+    share = bandwidth_share(df)
     return share.groupby([df["op_class"], df["split"], df["device"]]).quantile(q).rename("bandwidth_reached")
 
 
@@ -215,8 +218,7 @@ def softmax_bandwidth_by_vector_share(df: pd.DataFrame, min_bytes: float = 2 ** 
     """
     from .tiles import softmax_vector_share
     big = df[(df["op"] == "softmax") & (df["H"] > 1024) & (df["bytes"] >= min_bytes)]
-    # share = bytes / latency / mem_bw  (as in bandwidth_reached)
-    share = big["bytes"] / (big["latency_ms"] * 1e6) / big["mem_bw_gbps"]
+    share = bandwidth_share(big)
     vec = pd.cut(softmax_vector_share(big["H"]), VECTOR_SHARE_BINS, include_lowest=True)
     return (pd.DataFrame({"device": big["device"], "vector_share": vec, "bandwidth_share": share})
             .groupby(["device", "vector_share"], observed=True)["bandwidth_share"]
