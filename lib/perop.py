@@ -16,7 +16,7 @@ from . import paths
 from .data import OP_CLASSES, load_kernels
 from .features import add_features
 from .kernels import predict_by_device
-from .metrics import ape, mape_ci_table
+from .metrics import ape, mape, mape_ci_table
 
 # column -> (label, method, tiles)
 VARIANTS = {
@@ -136,7 +136,6 @@ def logo_table(op_class: str, cfg: dict, holdouts=None, spec_tiles: bool = False
     from .devices import TRAIN_GPUS_NVIDIA
     from .predictors import train_predictor, training_table
     from .tile_choice import autotune_tiles
-    from .metrics import mape
     cfg = dict(cfg or {})
     feat = training_table(op_class, cfg.get("max_rows"), cfg.get("seed", 0))
     raw_cols = set(load_kernels(ops=op_class, splits="train").columns)    # before add_features
@@ -148,11 +147,67 @@ def logo_table(op_class: str, cfg: dict, holdouts=None, spec_tiles: bool = False
                "mape_oracle": mape(p.predict(held), held["latency_ms"])}
         row["mape_spec"] = np.nan         # spec-only tiles: GEMMs only (vector ops need no choice)
         if spec_tiles and op_class in ("BMM", "FC"):
-            raw = held[[c for c in held.columns if c in raw_cols]].reset_index(drop=True)
-            _, _, pred = autotune_tiles(raw, p.predict)
+            _, _, pred = autotune_tiles(_raw(held, raw_cols), p.predict)
             row["mape_spec"] = mape(pred, held["latency_ms"].to_numpy())
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _raw(feat: pd.DataFrame, raw_cols) -> pd.DataFrame:
+    """The kernel-table columns of a featured table (what the tile rules start from)."""
+    return feat[[c for c in feat.columns if c in raw_cols]].reset_index(drop=True)
+
+
+# The tile rules under the selection protocol's own criterion (training GPUs only): per run of the
+# chosen unseen-GPU config -- each LOGO fold (its held-out GPU's training rows) and the held-out-shapes
+# run (lib.train.fit's shapes split) -- every rule forecasts the run's held-out rows with that run's
+# model (best-validation weights); the classifier is fitted without those rows. Per rule:
+#   score = (mean over the LOGO folds of MAPE + held-out-shape MAPE) / 2
+TILE_RULES = ("oracle", "autotune", "classifier")
+
+
+def tile_rule_table(op_class: str, cfg: dict, holdouts=None) -> pd.DataFrame:
+    """MAPE (%) and median predicted / measured latency per run x tile rule (notebook 04)."""
+    from .devices import TRAIN_GPUS_NVIDIA
+    from .predictors import make_config, shape_groups, train_predictor, training_table
+    from .tile_choice import autotune_tiles, classify_tiles, fit_tile_classifier
+    from .tiles import GEMM_OPS
+    from .train import split_indices
+    cfg = dict(cfg or {})
+    feat = training_table(op_class, cfg.get("max_rows"), cfg.get("seed", 0))
+    raw_cols = set(load_kernels(ops=op_class, splits="train").columns)
+    gemm = load_kernels(ops=list(GEMM_OPS), splits="train")
+    gemm_keys = pd.MultiIndex.from_frame(gemm[["op", "B", "M", "N", "K"]])
+    tc = make_config(cfg)[0]
+    shapes = np.zeros(len(feat), bool)
+    shapes[split_indices(shape_groups(feat), tc.val_fraction, tc.seed)[1]] = True
+    runs = {gpu: (feat["device"] == gpu).to_numpy() for gpu in (holdouts or TRAIN_GPUS_NVIDIA)}
+    runs["shapes"] = shapes
+    rows = []
+    for run, held_mask in tqdm(runs.items(), desc=f"tile rules {op_class}", file=sys.stderr, leave=False):
+        p = train_predictor(op_class, {**cfg, "validation": run})
+        held = feat[held_mask].reset_index(drop=True)
+        raw = _raw(held, raw_cols)
+        # the classifier must not see the run's held-out rows: its GPU, or its shapes
+        unseen = (gemm["device"] == run).to_numpy() if run != "shapes" else \
+            gemm_keys.isin(pd.MultiIndex.from_frame(held[["op", "B", "M", "N", "K"]]))
+        tiles = classify_tiles(raw, fit_tile_classifier(gemm[~unseen]))
+        pred = {"oracle": p.predict(held), "autotune": autotune_tiles(raw, p.predict)[2],
+                "classifier": p.predict(add_features(raw.assign(tile_m=tiles[0], tile_n=tiles[1]), tiles="given"))}
+        y = held["latency_ms"].to_numpy()
+        rows += [{"op_class": op_class, "run": run, "rule": rule, "rows": len(held),
+                  "mape_pct": mape(v, y), "median_ratio": float(np.median(v / y))}
+                 for rule, v in pred.items()]
+    return pd.DataFrame(rows)
+
+
+def tile_rule_scores(table: pd.DataFrame) -> pd.DataFrame:
+    """Per class x rule of a tile_rule_table: LOGO mean MAPE, held-out-shape MAPE and their mean (score)."""
+    logo = table[table["run"] != "shapes"].groupby(["op_class", "rule"])["mape_pct"].mean().rename("logo_mape")
+    shapes = table[table["run"] == "shapes"].set_index(["op_class", "rule"])["mape_pct"].rename("shapes_mape")
+    out = pd.concat([logo, shapes], axis=1)
+    out["score"] = (out["logo_mape"] + out["shapes_mape"]) / 2
+    return out.reset_index()
 
 
 def selection_curves(op_class: str, cfg: dict, holdouts=None, shapes: bool = True) -> pd.DataFrame:

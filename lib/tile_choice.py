@@ -55,27 +55,35 @@ def classifier_inputs(df: pd.DataFrame) -> np.ndarray:
 _FOREST: dict = {}
 
 
-def tile_classifier(seed: int = 0, max_rows: int | None = None):
-    """A random forest: GEMM shape + spec -> oracle tile index into CANDIDATES (training GPUs only)."""
-    key = (seed, max_rows)
-    if key in _FOREST:
-        return _FOREST[key]
-    from sklearn.ensemble import RandomForestClassifier
-    df = load_kernels(ops=list(GEMM_OPS), splits="train")
-    if max_rows is not None and max_rows < len(df):
-        df = df.sample(n=max_rows, random_state=seed)
-    parsed = df["kernel_name"].map(gemm_tile_from_name)
+def oracle_tile_labels(df: pd.DataFrame) -> np.ndarray:
+    """Index into CANDIDATES of each row's oracle tile (parsed from kernel_name); -1 where none."""
     index = {tuple(t): i for i, t in enumerate(CANDIDATES.astype(int).tolist())}
-    label = parsed.map(lambda t: index.get(t, -1) if t else -1).to_numpy()
+    parsed = df["kernel_name"].map(gemm_tile_from_name)
+    return parsed.map(lambda t: index.get(t, -1) if t else -1).to_numpy()
+
+
+def fit_tile_classifier(df: pd.DataFrame, seed: int = 0):
+    """A random forest: GEMM shape + spec -> oracle tile index into CANDIDATES, fitted on df's rows."""
+    from sklearn.ensemble import RandomForestClassifier
+    label = oracle_tile_labels(df)
     keep = label >= 0
     forest = RandomForestClassifier(n_estimators=FOREST_TREES, min_samples_leaf=FOREST_MIN_LEAF,
                                     random_state=seed, n_jobs=1)
-    forest.fit(classifier_inputs(df[keep]), label[keep])
-    _FOREST[key] = forest
-    return forest
+    return forest.fit(classifier_inputs(df[keep]), label[keep])
 
 
-def classify_tiles(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(tile_m, tile_n) per GEMM row, predicted by the tile classifier."""
-    idx = tile_classifier().predict(classifier_inputs(df))
+def tile_classifier(seed: int = 0, max_rows: int | None = None):
+    """fit_tile_classifier on the training GPUs' GEMM rows (cached per process)."""
+    key = (seed, max_rows)
+    if key not in _FOREST:
+        df = load_kernels(ops=list(GEMM_OPS), splits="train")
+        if max_rows is not None and max_rows < len(df):
+            df = df.sample(n=max_rows, random_state=seed)
+        _FOREST[key] = fit_tile_classifier(df, seed)
+    return _FOREST[key]
+
+
+def classify_tiles(df: pd.DataFrame, forest=None) -> tuple[np.ndarray, np.ndarray]:
+    """(tile_m, tile_n) per GEMM row, predicted by `forest` (default: tile_classifier())."""
+    idx = (forest or tile_classifier()).predict(classifier_inputs(df))
     return CANDIDATES[idx, 0], CANDIDATES[idx, 1]

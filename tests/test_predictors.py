@@ -240,3 +240,34 @@ def test_known_gpu_selection_runs_held_out_shapes_only(tmp_path, monkeypatch):
     # the best epoch's MAPE is the minimum of that config's curve (same cached runs)
     best = cur.groupby("epoch")["val_mape"].mean().min()
     assert t.set_index("config").loc["a", "shapes_mape"] == pytest.approx(best)
+
+
+def test_tile_rule_scores_by_hand():
+    from lib.perop import tile_rule_scores
+    t = pd.DataFrame({"op_class": "BMM", "rule": ["autotune"] * 3 + ["oracle"] * 3,
+                      "run": ["Tesla P4", "Tesla T4", "shapes"] * 2, "mape_pct": [20, 30, 10, 40, 20, 6.0]})
+    s = tile_rule_scores(t).set_index("rule")
+    # autotune: LOGO (20 + 30) / 2 = 25, shapes 10 -> 17.5; oracle: 30, 6 -> 18
+    assert s.loc["autotune", ["logo_mape", "shapes_mape", "score"]].tolist() == [25, 10, 17.5]
+    assert s.loc["oracle", "score"] == 18
+
+
+def test_tile_rule_table_runs_each_rule(tmp_path, monkeypatch):
+    from lib import perop, tile_choice
+    from lib.train import split_indices
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    fitted = []
+    real_fit = tile_choice.fit_tile_classifier
+    monkeypatch.setattr(tile_choice, "fit_tile_classifier", lambda df, seed=0: fitted.append(df) or real_fit(df, seed))
+    cfg = {**TINY, "epochs": 2, "patience": 2}
+    t = perop.tile_rule_table("FC", cfg, holdouts=["Tesla T4"])
+    assert set(t["run"]) == {"Tesla T4", "shapes"} and set(t["rule"]) == set(perop.TILE_RULES)
+    assert np.isfinite(t[["mape_pct", "median_ratio"]]).all().all() and (t["rows"] > 0).all()
+    # the LOGO fold's classifier never saw the held-out GPU; the shapes run's never saw a held-out shape
+    assert "Tesla T4" not in set(fitted[0]["device"])
+    shapes_rows = int(t.loc[t["run"] == "shapes", "rows"].iloc[0])
+    feat = P.training_table("FC", TINY["max_rows"])
+    val = split_indices(P.shape_groups(feat), P.make_config(cfg)[0].val_fraction, 0)[1]
+    held = set(map(tuple, feat.iloc[val][["B", "M", "N", "K"]].to_numpy(float)))
+    seen = set(map(tuple, fitted[1].query("op == 'linear'")[["B", "M", "N", "K"]].to_numpy(float)))
+    assert len(val) == shapes_rows and held and not held & seen
