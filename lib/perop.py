@@ -202,7 +202,7 @@ def tile_rule_table(op_class: str, cfg: dict, holdouts=None) -> pd.DataFrame:
 
 
 def tile_rule_scores(table: pd.DataFrame) -> pd.DataFrame:
-    """Per class x rule of a tile_rule_table: LOGO mean MAPE, held-out-shape MAPE and their mean (score)."""
+    """Per class x rule of a tile_rule_table: LOGO mean MAPE, held-out-shape MAPE and their mean, score (notebook 04)."""
     logo = table[table["run"] != "shapes"].groupby(["op_class", "rule"])["mape_pct"].mean().rename("logo_mape")
     shapes = table[table["run"] == "shapes"].set_index(["op_class", "rule"])["mape_pct"].rename("shapes_mape")
     out = pd.concat([logo, shapes], axis=1)

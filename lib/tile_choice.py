@@ -85,5 +85,5 @@ def tile_classifier(seed: int = 0, max_rows: int | None = None):
 
 def classify_tiles(df: pd.DataFrame, forest=None) -> tuple[np.ndarray, np.ndarray]:
     """(tile_m, tile_n) per GEMM row, predicted by `forest` (default: tile_classifier())."""
-    idx = (forest or tile_classifier()).predict(classifier_inputs(df))
+    idx = (tile_classifier() if forest is None else forest).predict(classifier_inputs(df))
     return CANDIDATES[idx, 0], CANDIDATES[idx, 1]
