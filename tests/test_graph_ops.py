@@ -1,0 +1,63 @@
+"""Hand-computed cases of lib.graph_ops.classify: one recorded aten call -> one kernel row (notebook 05)."""
+import math
+
+import pytest
+
+from lib.graph_ops import classify
+
+
+def _rec(aten, ins, outs, is_view=False, phase="fw"):
+    """A recorded call as lib.graph_capture writes it: tensors as (shape, storage bytes, dtype)."""
+    info = [(tuple(s), 4 * math.prod(s), "float32") for s in ins]
+    return {"aten": aten, "is_view": is_view, "phase": phase, "layer": "layer", "stack": 0, "block": 0,
+            "ins": info, "outs": [(tuple(s), 4 * math.prod(s), "float32") for s in outs]}
+
+
+def _dims(row):
+    return {k: row[k] for k in ("op", "B", "M", "N", "K", "H") if not (isinstance(row[k], float) and math.isnan(row[k]))}
+
+
+def test_gemms_in_upstream_naming():
+    # addmm(bias[3072], x[2048,1024], w[1024,3072]): [M,N] @ [N,K], N = 1024 reduced
+    row = classify(_rec("aten.addmm.default", [(3072,), (2048, 1024), (1024, 3072)], [(2048, 3072)]))
+    assert _dims(row) == {"op": "linear", "B": 1, "M": 2048, "N": 1024, "K": 3072}
+    row = classify(_rec("aten.mm.default", [(2048, 1024), (1024, 512)], [(2048, 512)]))
+    assert _dims(row) == {"op": "linear", "B": 1, "M": 2048, "N": 1024, "K": 512}
+    # bmm(q[64,512,64], k^T[64,64,512]) -> scores [64,512,512]
+    row = classify(_rec("aten.bmm.default", [(64, 512, 64), (64, 64, 512)], [(64, 512, 512)]))
+    assert _dims(row) == {"op": "bmm", "B": 64, "M": 512, "N": 64, "K": 512}
+    row = classify(_rec("aten.baddbmm.default", [(64, 512, 512), (64, 512, 64), (64, 64, 512)], [(64, 512, 512)]))
+    assert _dims(row) == {"op": "bmm", "B": 64, "M": 512, "N": 64, "K": 512}
+
+
+@pytest.mark.parametrize("aten, op", [("aten._softmax.default", "softmax"),
+                                      ("aten._softmax_backward_data.default", "softmax"),
+                                      ("aten.native_layer_norm.default", "ln")])
+def test_row_kernels_take_rows_of_the_last_dim(aten, op):
+    # [8, 16, 512, 512] -> 8*16*512 = 65,536 rows of H = 512
+    row = classify(_rec(aten, [(8, 16, 512, 512)], [(8, 16, 512, 512)], phase="bw"))
+    assert _dims(row) == {"op": op, "B": 65536, "H": 512} and row["phase"] == "bw"
+
+
+def test_elementwise_kinds():
+    # two full tensors: binary; a tensor and a scalar tensor: the unary 'u' variant
+    assert classify(_rec("aten.add.Tensor", [(4, 1024), (4, 1024)], [(4, 1024)]))["op"] == "add"
+    assert classify(_rec("aten.mul.Tensor", [(4, 1024), ()], [(4, 1024)]))["op"] == "mulu"
+    assert classify(_rec("aten.sub.Tensor", [(4, 1024), (4, 1024)], [(4, 1024)]))["op"] == "add"
+    assert classify(_rec("aten.gelu_backward.default", [(4, 1024), (4, 1024)], [(4, 1024)]))["op"] == "mul"
+    assert classify(_rec("aten.rsqrt.default", [(4, 1024)], [(4, 1024)]))["op"] == "addu"
+    row = classify(_rec("aten.relu_.default", [(4, 8, 1024)], [(4, 8, 1024)]))
+    assert _dims(row) == {"op": "relu", "B": 32, "H": 1024} and row["fusable"]
+
+
+def test_everything_else_is_memory_bound_by_bytes():
+    # embedding(weight[1000, 64], ids[2, 16]) -> [2, 16, 64]: bytes in + bytes out
+    row = classify(_rec("aten.embedding.default", [(1000, 64), (2, 16)], [(2, 16, 64)]))
+    assert row["op"] == "mem" and row["bytes"] == 4 * (1000 * 64 + 2 * 16) + 4 * 2 * 16 * 64
+    assert not row["fusable"]
+
+
+def test_views_and_allocations_launch_nothing():
+    assert classify(_rec("aten.view.default", [(4, 1024)], [(4, 16, 64)], is_view=True)) is None
+    assert classify(_rec("aten.empty.memory_format", [], [(4, 1024)])) is None
+    assert classify(_rec("aten.t.default", [(4, 1024)], [(1024, 4)])) is None
