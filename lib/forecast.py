@@ -202,12 +202,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="Hugging Face config.json (e.g. DLmodel_configs/gpt3_27.json)")
     p.add_argument("--device", required=True, help="device spec JSON (dataset format)")
-    p.add_argument("--batch", type=int, required=True)
-    p.add_argument("--seq", type=int, required=True)
-    p.add_argument("--mode", choices=("inference", "training"), required=True)
+    p.add_argument("--batch", type=int, required=True, help="sequences per step")
+    p.add_argument("--seq", type=int, required=True, help="tokens per sequence (<= the model's maximum)")
+    p.add_argument("--mode", choices=("inference", "training"), required=True,
+                   help="one forward pass, or forward + backward (no optimizer step)")
     p.add_argument("--fusion", action="store_true",
                    help="fuse chains of element-wise ops, and fold them into a following softmax/layernorm")
-    p.add_argument("--method", choices=METHODS, default="neusight")
+    p.add_argument("--method", choices=METHODS, default="neusight",
+                   help="kernel predictor: NeuSight (default) or a baseline")
     p.add_argument("--calibrate", action="store_true",
                    help="scale by factors fitted on the training GPUs' end-to-end labels (lib.calibration)")
     args = p.parse_args(argv)

@@ -193,8 +193,10 @@ def main(argv=None) -> int:
     ap.add_argument("--device", required=True, help="device JSON (dataset format)")
     ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K or B,H")
     ap.add_argument("--output", required=True, help="where to write the input + pred_ms")
-    ap.add_argument("--method", default="neusight", choices=METHODS)
-    ap.add_argument("--tiles", default="spec", choices=TILES)
+    ap.add_argument("--method", default="neusight", choices=METHODS,
+                    help="NeuSight (default) or a baseline; li needs measurements on the target")
+    ap.add_argument("--tiles", default="spec", choices=TILES,
+                    help="GEMM tile rule: spec (default, from the spec only); oracle needs kernel_name")
     ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
     args = ap.parse_args(argv)
     try:
