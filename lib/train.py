@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import io
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -22,6 +23,18 @@ import torch
 from tqdm.auto import tqdm
 
 from . import paths
+
+# Every predictor trains on the same number of torch threads, whatever the machine: a CPU matmul
+# sums in an order set by its thread count, and over thousands of optimizer steps those last-bit
+# differences grow into different weights (several MAPE points for the deep direct models). Pinned,
+# a rerun on any x86 machine with the same vector ISA (torch's cpu_capability) trains the same
+# weights. 2 = the reference machine's cores; NEUSIGHT_TRAIN_THREADS overrides it.
+TRAIN_THREADS = int(os.environ.get("NEUSIGHT_TRAIN_THREADS", "2"))
+
+
+def numeric_env() -> dict:
+    """What, besides code and data, decides the trained weights: thread count and vector ISA."""
+    return {"train_threads": TRAIN_THREADS, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
 @dataclass(frozen=True)
@@ -128,12 +141,19 @@ def cache_key(*parts) -> str:
 
 
 def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple[dict, dict]:
-    """(state, info) from build/predictors/<name>-<key>.pt, or build() and save atomically."""
+    """(state, info) from build/predictors/<name>-<key>.pt, or build() on TRAIN_THREADS threads
+    and save atomically; info records the numeric environment it was trained in."""
     path = paths.BUILD / "predictors" / f"{name}-{key}.pt"
     if path.is_file():
         blob = torch.load(path, map_location="cpu", weights_only=False)
         return blob["state"], {**blob["info"], "cached": True}
-    state, info = build()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(TRAIN_THREADS)
+    try:
+        state, info = build()
+    finally:
+        torch.set_num_threads(threads)
+    info = {**info, **numeric_env()}
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     torch.save({"state": state, "info": info}, buf)

@@ -1,0 +1,43 @@
+"""lib.train: the relative-error loss by hand, and weights that do not depend on the machine's thread count."""
+import numpy as np
+import pytest
+import torch
+
+from lib import paths, train
+
+
+def test_relative_error_loss_by_hand():
+    # |1.5 - 1| / 1 = 0.5 and |3 - 4| / 4 = 0.25 -> mean 0.375
+    assert train.relative_error_loss(torch.tensor([1.5, 3.0]), torch.tensor([1.0, 4.0])).item() == pytest.approx(0.375)
+
+
+def _train_once(threads: int) -> list[torch.Tensor]:
+    """Train a small MLP through train.cached with `threads` torch threads set by the caller."""
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.normal(size=(4096, 64)).astype(np.float32))
+    y = torch.from_numpy(np.exp(rng.normal(size=4096)).astype(np.float32))
+    cfg = train.TrainConfig(epochs=3, patience=3, batch_size=512, val_fraction=0.0)
+
+    def build():
+        train.set_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                                    torch.nn.ReLU(), torch.nn.Linear(512, 1))
+        predict = lambda m, b: torch.exp(m(b["x"]).squeeze(-1))
+        train.fit(model, predict, {"x": x}, y, np.arange(len(x)), cfg)
+        return {"model": model.state_dict()}, {}
+
+    state, info = train.cached(f"threads{threads}", "k", build)
+    assert info["train_threads"] == train.TRAIN_THREADS and "cpu_capability" in info
+    return list(state["model"].values())
+
+
+def test_weights_do_not_depend_on_the_callers_thread_count(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    before = torch.get_num_threads()
+    try:
+        one, three = _train_once(1), _train_once(3)
+        assert torch.get_num_threads() == 3       # cached() gives the caller its threads back
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(a, b) for a, b in zip(one, three))
