@@ -27,9 +27,16 @@ from . import paths
 # Every predictor trains on the same number of torch threads, whatever the machine: a CPU matmul
 # sums in an order set by its thread count, and over thousands of optimizer steps those last-bit
 # differences grow into different weights (several MAPE points for the deep direct models). Pinned,
-# a rerun on any x86 machine with the same vector ISA (torch's cpu_capability) trains the same
-# weights. 2 = the reference machine's cores; NEUSIGHT_TRAIN_THREADS overrides it.
-TRAIN_THREADS = int(os.environ.get("NEUSIGHT_TRAIN_THREADS", "2"))
+# a rerun on a machine like the reference one (same vector ISA, torch's cpu_capability) trains the
+# same weights. 2 = the reference machine's cores; NEUSIGHT_TRAIN_THREADS overrides it.
+def _train_threads() -> int:
+    raw = os.environ.get("NEUSIGHT_TRAIN_THREADS", "2")
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise ValueError(f"NEUSIGHT_TRAIN_THREADS must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+TRAIN_THREADS = _train_threads()
 
 
 def numeric_env() -> dict:

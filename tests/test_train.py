@@ -41,3 +41,10 @@ def test_weights_do_not_depend_on_the_callers_thread_count(tmp_path, monkeypatch
     finally:
         torch.set_num_threads(before)
     assert all(torch.equal(a, b) for a, b in zip(one, three))
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-2", ""])
+def test_bad_thread_setting_names_the_variable(monkeypatch, raw):
+    monkeypatch.setenv("NEUSIGHT_TRAIN_THREADS", raw)
+    with pytest.raises(ValueError, match="NEUSIGHT_TRAIN_THREADS"):
+        train._train_threads()
