@@ -200,7 +200,9 @@ def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, help="Hugging Face config.json (e.g. DLmodel_configs/gpt3_27.json)")
+    p.add_argument("--model", required=True,
+                   help="Hugging Face config.json of a BERT, GPT-2, OPT, SwitchTransformer or Llama-family model "
+                        "(e.g. DLmodel_configs/gpt3_27.json, data/models/llama3_8b.json)")
     p.add_argument("--device", required=True, help="device spec JSON (dataset format)")
     p.add_argument("--batch", type=int, required=True, help="sequences per step")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence (<= the model's maximum)")

@@ -2,12 +2,13 @@
 
 `capture(config_path, batch, seq, mode)` builds the model the labels measured (BERT-Large: sequence
 classification for inference, pre-training heads for training; GPT-2/OPT: LM heads; Switch: seq2seq
-with decoder input as long as the encoder input) on the meta device (no weights, no GPU), runs one
+with decoder input as long as the encoder input; beyond the labels, Llama-family decoders: Llama, Mistral,
+Qwen2, with their LM heads) on the meta device (no weights, no GPU), runs one
 forward (eval mode) or forward + backward (train mode, backward seeded with ones on every output
 logit tensor, no loss kernels, as the labels' fx graphs end at the logits), and records every aten
-kernel through a TorchDispatchMode. Only a reduced depth is run: 2 periods of each layer stack (a
-period is 1 block, 2 for Switch whose dense/sparse blocks alternate); the last period stands for all
-later ones through `count`, so the table of a 32-layer model is as short as a 2-layer one.
+kernel through a TorchDispatchMode. Only a reduced depth is run: 3 periods of each layer stack (a
+period is 1 block, 2 for Switch whose dense/sparse blocks alternate); the middle period stands for all
+middle ones through `count` (`_to_table`), so the table of a 32-layer model is as short as a 3-layer one.
 Module hooks (forward) and tensor hooks (backward) tell which block an op belongs to.
 Tables are cached in build/cache/graphs/ (a cache hit imports neither torch nor transformers).
 """
@@ -56,6 +57,14 @@ ARCHS = {
              ("transformer.h",), 1),
     "opt": ("OPTForCausalLM", "OPTForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
             ("model.decoder.layers",), 1),
+    # Beyond the paper's six (no label measures them): decoder-only models of the Llama family
+    # (RMSNorm as element-wise kernels, rotary positions, SwiGLU MLP, grouped-query attention).
+    "llama": ("LlamaForCausalLM", "LlamaForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
+              ("model.layers",), 1),
+    "mistral": ("MistralForCausalLM", "MistralForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
+                ("model.layers",), 1),
+    "qwen2": ("Qwen2ForCausalLM", "Qwen2ForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
+              ("model.layers",), 1),
     "switch_transformers": ("SwitchTransformersForConditionalGeneration",
                             "SwitchTransformersForConditionalGeneration",
                             ("num_layers", "num_decoder_layers"), None,
@@ -118,6 +127,14 @@ def check_args(cfg: ModelConfig, batch: int, seq: int, mode: str) -> None:
         field_name = ARCHS[cfg.model_type][3]
         raise GraphError(f"{cfg.path}: seq {seq} is longer than the model's maximum of "
                          f"{cfg.max_positions} positions ('{field_name}')")
+
+
+def parameter_count(config_path) -> int:
+    """Parameters of the full-depth model (built on the meta device: no weights allocated)."""
+    cfg = load_config(config_path)
+    from .graph_capture import build_model  # imports torch + transformers (seconds)
+    model = build_model(cfg, "inference", cfg.num_layers, batch=1)
+    return int(sum(p.numel() for p in model.parameters()))
 
 
 def _reduced_depths(cfg: ModelConfig) -> tuple:

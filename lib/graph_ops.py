@@ -30,7 +30,7 @@ NO_KERNEL = {
 EW_BINARY = {"add": "add", "sub": "add", "rsub": "add", "mul": "mul", "div": "div", "pow": "pow"}
 EW_UNARY = {"relu": "relu", "gelu": "gelu", "tanh": "tanh"}
 # Backward element-wise kernels read (grad, saved tensor) and write one tensor: binary 'mul'-like.
-EW_BACKWARD = {"gelu_backward", "tanh_backward", "threshold_backward", "sigmoid_backward"}
+EW_BACKWARD = {"gelu_backward", "tanh_backward", "threshold_backward", "sigmoid_backward", "silu_backward"}
 # Other point-wise kernels: costed like 'add' (two or more tensor inputs) or 'addu' (one).
 EW_OTHER = {"neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "abs", "where", "masked_fill",
             "clamp", "clamp_min", "clamp_max", "minimum", "maximum", "reciprocal", "sin", "cos",

@@ -7,6 +7,7 @@ DATA = ROOT / "data"
 NEUSIGHT = DATA / "neusight"            # materialized public dataset (git-ignored)
 DEVICES_ADDED = DATA / "devices"        # GPU specs this project adds, each number sourced
 MEASURED = DATA / "measured"            # data this project measured itself (committed)
+MODELS_ADDED = DATA / "models"          # model configs this project adds (no label measures them)
 BUILD = Path(os.environ.get("NEUSIGHT_BUILD", ROOT / "build"))  # caches, predictors, executed notebooks
 CACHE = BUILD / "cache"
 FIGURES = Path(os.environ.get("NEUSIGHT_FIGURES", ROOT / "figures"))  # make test points it into build/smoke

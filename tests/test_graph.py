@@ -13,6 +13,13 @@ TINY_SWITCH = {"architectures": ["SwitchTransformersForConditionalGeneration"],
                "num_layers": 6, "num_decoder_layers": 6, "num_sparse_encoder_layers": 3,
                "num_sparse_decoder_layers": 3, "num_experts": 4, "expert_capacity": 8, "vocab_size": 100,
                "feed_forward_proj": "relu", "dense_act_fn": "relu"}
+# Llama family (beyond the labels): grouped-query attention (4 query heads, 2 key/value heads), SwiGLU MLP
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+              "intermediate_size": 160, "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 5,
+              "max_position_embeddings": 128, "vocab_size": 1000, "hidden_act": "silu", "tie_word_embeddings": False}
+LLAMA_FAMILY = {"llama": TINY_LLAMA,
+                "mistral": dict(TINY_LLAMA, model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=8),
+                "qwen2": dict(TINY_LLAMA, model_type="qwen2", architectures=["Qwen2ForCausalLM"])}
 KEY = ["aten", "phase", "op", "B", "M", "N", "K", "H", "bytes", "layer"]
 
 
@@ -27,12 +34,13 @@ def _totals(df):
     return df.fillna(-1).groupby(KEY)["count"].sum().sort_index()
 
 
-def test_inference_flops_match_flop_counter(tmp_path):
+@pytest.mark.parametrize("tiny", [TINY_GPT2, TINY_LLAMA], ids=["gpt2", "llama"])
+def test_inference_flops_match_flop_counter(tmp_path, tiny):
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     from lib.graph_capture import Recorder, build_model
-    path = _write(tmp_path, TINY_GPT2)
+    path = _write(tmp_path, tiny)
     batch, seq = 3, 16
     df = graph.capture(path, batch, seq, "inference", use_cache=False)
     cfg = graph.load_config(path)
@@ -72,6 +80,40 @@ def test_switch_layer_multiplication_equals_full_depth(tmp_path, mode):
     pd.testing.assert_series_equal(_totals(reduced), _totals(full))
 
 
+@pytest.mark.parametrize("mode", ["inference", "training"])
+@pytest.mark.parametrize("arch", sorted(LLAMA_FAMILY))
+def test_llama_family_layer_multiplication_equals_full_depth(tmp_path, arch, mode):
+    path = _write(tmp_path, LLAMA_FAMILY[arch])
+    reduced = graph.capture(path, 2, 16, mode, use_cache=False)
+    full = graph.capture(path, 2, 16, mode, depths=(5,), use_cache=False)
+    assert len(reduced) < len(full)
+    pd.testing.assert_series_equal(_totals(reduced), _totals(full))
+
+
+def test_llama_kernels_by_hand(tmp_path):
+    # hidden 64, 4 heads of 16, 2 key/value heads (k/v projections 64 -> 32), MLP 64 -> 160 (gate, up) -> 64
+    df = graph.capture(_write(tmp_path, TINY_LLAMA), 2, 12, "training", use_cache=False)
+    fw, tokens = df[df.phase == "fw"], 2 * 12
+    lin = fw[(fw.op == "linear") & (fw.layer == "layer")].groupby(["M", "N", "K"])["count"].sum().to_dict()
+    assert lin == {(tokens, 64, 64): 2 * 5, (tokens, 64, 32): 2 * 5, (tokens, 64, 160): 2 * 5, (tokens, 160, 64): 5}
+    # attention over all 4 query heads (keys/values repeated to 4 heads: grouped-query attention):
+    # scores [8, 12, 16] @ [8, 16, 12], context [8, 12, 12] @ [8, 12, 16]
+    bmm = fw[fw.op == "bmm"].groupby(["B", "M", "N", "K"])["count"].sum().to_dict()
+    assert bmm == {(2 * 4, 12, 16, 12): 5, (2 * 4, 12, 12, 16): 5}
+    # RMSNorm is no layernorm kernel: a mean (memory-bound) and element-wise kernels, twice per block + final
+    assert not (df.op == "ln").any()
+    assert fw[fw.aten == "aten.mean.dim"]["count"].sum() == 2 * 5 + 1
+    # SiLU's backward is an element-wise kernel over the 160-wide gate, as GELU's is
+    silu_bw = df[df.aten == "aten.silu_backward.default"]
+    assert silu_bw["count"].sum() == 5 and set(silu_bw.op) == {"mul"} and set(silu_bw.H) == {160}
+
+
+def test_parameter_count_by_hand(tmp_path):
+    h, i, kv, v, n = 64, 160, 32, 1000, 5
+    block = 2 * h * h + 2 * h * kv + 3 * h * i + 2 * h      # q, o; k, v; gate, up, down; two RMSNorm weights
+    assert graph.parameter_count(_write(tmp_path, TINY_LLAMA)) == v * h + n * block + h + h * v
+
+
 def test_bert_large_inference_gemms():
     df = graph.capture(paths.MODEL_CONFIGS / "bert_large.json", 8, 512, "inference", use_cache=False)
     lin = df[(df.op == "linear") & (df.B == 1) & (df.M == 8 * 512) & (df.N == 1024) & (df.K == 1024)]
@@ -87,8 +129,10 @@ def test_bert_large_inference_gemms():
 
 
 def test_errors(tmp_path):
-    with pytest.raises(graph.GraphError, match=r"unknown architecture.*LlamaForCausalLM"):
-        graph.load_config(_write(tmp_path, {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}))
+    with pytest.raises(graph.GraphError, match=r"unknown architecture.*MambaForCausalLM"):
+        graph.load_config(_write(tmp_path, {"architectures": ["MambaForCausalLM"], "model_type": "mamba"}))
+    with pytest.raises(graph.GraphError, match="num_hidden_layers"):
+        graph.load_config(_write(tmp_path, {k: v for k, v in TINY_LLAMA.items() if k != "num_hidden_layers"}))
     with pytest.raises(graph.GraphError, match=r"512.*max_position_embeddings"):
         graph.capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 1024, "inference")
     with pytest.raises(graph.GraphError, match="not found"):
