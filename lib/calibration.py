@@ -105,6 +105,12 @@ def kernel_class(op) -> np.ndarray:
     return np.array([OP_CLASS.get(o, "MEM") for o in op], dtype=object)
 
 
+def class_shares(table: pd.DataFrame) -> pd.Series:
+    """% of a predicted kernel table's time per op class, in CLASSES order (notebook 05's breakdowns)."""
+    ms = table["total_ms"].groupby(kernel_class(table["op"])).sum()
+    return (ms / ms.sum() * 100).reindex(list(CLASSES)).fillna(0.0)
+
+
 def predicted_layer(table: pd.DataFrame, num_layer: int) -> pd.DataFrame:
     """Predicted ms of ONE layer per (phase, cls) from a predicted kernel table (lib.forecast.predict_table)."""
     t = table[table["layer"] == "layer"]

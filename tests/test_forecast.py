@@ -119,6 +119,14 @@ def test_node_classes():
     assert nc("call_method", "size", "(1,)") == "NONE"
 
 
+def test_class_shares_hand_case():
+    # 3 ms of linear, 0.5 + 0.5 ms of element-wise (add, gelu); every other class 0, in CLASSES order
+    t = pd.DataFrame({"op": ["linear", "add", "gelu"], "total_ms": [3.0, 0.5, 0.5]})
+    shares = calibration.class_shares(t)
+    assert list(shares.index) == list(calibration.CLASSES)
+    assert shares.to_dict() == {"FC": 75.0, "BMM": 0.0, "EW": 25.0, "SOFTMAX": 0.0, "LN": 0.0, "MEM": 0.0}
+
+
 def test_fit_factors_hand_case():
     # group 0 predicted twice the measurement, group 1 exact: factors 0.5 and 1 without ridge
     pred = np.array([[2.0, 0.0], [0.0, 3.0], [4.0, 0.0]])
