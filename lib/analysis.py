@@ -113,6 +113,27 @@ def extrapolation_note(device) -> str | None:
             f"({lo:.1f}-{hi:.1f}); its forecasts extrapolate and can be far off for some kernels (notebook 05)")
 
 
+# A lower bound on a run's memory: fp32 weights (4 B per parameter), plus one gradient per weight in
+# training; activations, workspaces and the CUDA context come on top:
+#     min_memory_gb = 4 * parameters * (2 if training else 1) / 1e9
+FP32_BYTES_PER_PARAMETER = 4
+
+
+def min_memory_gb(parameters: int, mode: str) -> float:
+    """fp32 weights (+ gradients in training) of a model, in GB: a lower bound on its memory (notebook 05)."""
+    return FP32_BYTES_PER_PARAMETER * parameters * (2 if mode == "training" else 1) / 1e9
+
+
+def memory_note(parameters: int, mode: str, device) -> str | None:
+    """One line when a model's fp32 weights (+ gradients) alone exceed a device's memory, else None (notebook 05)."""
+    need_gb = min_memory_gb(parameters, mode)
+    if need_gb <= device.mem_gb:
+        return None
+    what = "weights and gradients" if mode == "training" else "weights"
+    return (f"the model's fp32 {what} alone ({parameters / 1e9:.2f} B parameters) need {need_gb:.1f} GB, more than "
+            f"{device.name}'s {device.mem_gb:g} GB: this run could not happen as forecast")
+
+
 # ---------------------------------------------------------------- what a spec sheet cannot tell
 
 def spec_twins(devices, candidates) -> dict:

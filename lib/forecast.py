@@ -3,8 +3,9 @@
     python -m lib.forecast --model MODEL_CONFIG.json --device DEVICE.json --batch B --seq S \
         --mode inference|training [--fusion] [--method neusight|roofline|habitat|li] [--calibrate]
 
-prints {"latency_ms", "forward_ms", "backward_ms", "kernels"} (a GPU whose machine balance lies outside the
-training GPUs' also gets a one-line warning on stderr, lib.analysis.extrapolation_note). Kernels run one after another,
+prints {"latency_ms", "forward_ms", "backward_ms", "kernels"}. One-line warnings on stderr: a GPU whose machine
+balance lies outside the training GPUs' (lib.analysis.extrapolation_note); a model whose fp32 weights (+ gradients)
+alone exceed the GPU's memory (lib.analysis.memory_note). Kernels run one after another,
 so a model's latency is the sum of its kernels' latencies (DESIGN.md):
     latency_ms = sum_k count_k * pred_ms_k,  forward_ms over phase 'fw', backward_ms over 'bw'.
 Each distinct kernel shape is predicted once. Optionally (--calibrate; off by default, as notebook 05
@@ -26,9 +27,9 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .analysis import extrapolation_note
+from .analysis import extrapolation_note, memory_note
 from .devices import Device, DeviceError, load_device
-from .graph import GraphError, capture, fuse_elementwise, fused_scale
+from .graph import GraphError, capture, fuse_elementwise, fused_scale, parameter_count
 
 SHAPE_COLS = ["op", "B", "M", "N", "K", "H", "bytes"]
 METHODS = ("neusight", "roofline", "habitat", "li")
@@ -223,14 +224,16 @@ def main(argv=None) -> int:
         device = load_device(args.device)
         result = forecast(args.model, device, args.batch, args.seq, args.mode, fusion=args.fusion,
                           method=args.method, calibrate=args.calibrate)
+        parameters = parameter_count(args.model)
     except (DeviceError, GraphError, KernelInputError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not np.isfinite(result["latency_ms"]):
         print(f"error: method '{args.method}' cannot forecast {device.name} (no measurements of it)", file=sys.stderr)
         return 2
-    if note := extrapolation_note(device):
-        print(f"warning: {note}", file=sys.stderr)
+    for note in (extrapolation_note(device), memory_note(parameters, args.mode, device)):
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
     print(json.dumps(result))
     return 0
 

@@ -129,12 +129,21 @@ def check_args(cfg: ModelConfig, batch: int, seq: int, mode: str) -> None:
                          f"{cfg.max_positions} positions ('{field_name}')")
 
 
-def parameter_count(config_path) -> int:
-    """Parameters of the full-depth model (built on the meta device: no weights allocated)."""
+def parameter_count(config_path, use_cache: bool = True) -> int:
+    """Parameters of the full-depth model (built on the meta device: no weights), cached beside the graphs."""
     cfg = load_config(config_path)
+    cache = GRAPH_CACHE / f"{cfg.name}-parameters-{cache_key(cfg, 1, 1, 'parameters')}.json"
+    if use_cache and cache.exists():
+        return int(json.loads(cache.read_text()))
     from .graph_capture import build_model  # imports torch + transformers (seconds)
     model = build_model(cfg, "inference", cfg.num_layers, batch=1)
-    return int(sum(p.numel() for p in model.parameters()))
+    count = int(sum(p.numel() for p in model.parameters()))
+    if use_cache:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps(count))
+        tmp.replace(cache)
+    return count
 
 
 def _reduced_depths(cfg: ModelConfig) -> tuple:

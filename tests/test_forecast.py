@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import calibration, paths
+from lib import analysis, calibration, paths
 from lib.devices import TRAIN_GPUS_NVIDIA, load_device
 from lib.forecast import forecast, forecast_sweep, summarize
 from lib.labels import load_labels, paper_e2e_table, paper_fusion_table
@@ -30,6 +30,25 @@ def test_cli_answers_four_keys_for_l4():
     out = json.loads(r.stdout)
     assert set(out) == {"latency_ms", "forward_ms", "backward_ms", "kernels"}
     assert out["latency_ms"] > 0 and out["backward_ms"] == 0 and out["kernels"] > 36
+
+
+def test_cli_warns_when_weights_and_gradients_exceed_memory(tmp_path):
+    # GPT2-Large: 0.774 B parameters -> fp32 weights 3.1 GB, + gradients 6.2 GB; an L4 spec with 4 GB of memory
+    small = tmp_path / "small_l4.json"
+    small.write_text(json.dumps({**json.loads(L4.read_text()), "Device": "Small L4", "Dev_Mem": 4}))
+    common = ("--model", GPT2, "--device", small, "--batch", 1, "--seq", 1024, "--method", "roofline")
+    train, inf = cli(*common, "--mode", "training"), cli(*common, "--mode", "inference")
+    assert train.returncode == 0 and inf.returncode == 0, train.stderr + inf.stderr
+    assert "weights and gradients alone (0.77 B parameters) need 6.2 GB, more than Small L4's 4 GB" in train.stderr
+    assert "alone" not in inf.stderr and json.loads(train.stdout)["latency_ms"] > 0
+
+
+def test_memory_note_hand_case():
+    dev = load_device(L4)   # 24 GB
+    assert analysis.min_memory_gb(10**9, "training") == 8.0 and analysis.min_memory_gb(10**9, "inference") == 4.0
+    assert analysis.memory_note(3 * 10**9, "training", dev) is None                 # 24.0 GB: fits exactly
+    assert analysis.memory_note(6 * 10**9, "inference", dev) is None
+    assert "fp32 weights alone (7.00 B parameters) need 28.0 GB" in analysis.memory_note(7 * 10**9, "inference", dev)
 
 
 @pytest.mark.parametrize("bad, msg", [
