@@ -130,7 +130,7 @@ def check_args(cfg: ModelConfig, batch: int, seq: int, mode: str) -> None:
 
 
 def parameter_count(config_path, use_cache: bool = True) -> int:
-    """Parameters of the full-depth model (built on the meta device: no weights), cached beside the graphs."""
+    """Parameters of the full-depth inference model (ARCHS), built on meta (no weights); cached beside the graphs."""
     cfg = load_config(config_path)
     cache = GRAPH_CACHE / f"{cfg.name}-parameters-{cache_key(cfg, 1, 1, 'parameters')}.json"
     if use_cache and cache.exists():
