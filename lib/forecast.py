@@ -29,14 +29,15 @@ import pandas as pd
 from . import paths
 from .analysis import extrapolation_note, memory_note
 from .devices import Device, DeviceError, load_device
-from .graph import GraphError, capture, fuse_elementwise, fused_scale, parameter_count
+from .fusion import fuse_elementwise, fused_scale
+from .graph import GraphError, capture, parameter_count
 
 SHAPE_COLS = ["op", "B", "M", "N", "K", "H", "bytes"]
 METHODS = ("neusight", "roofline", "habitat", "li")
 CALIBRATION_CACHE = paths.CACHE / "calibration"
 # Modules whose source decides a NeuSight prediction or the calibration fit (cache key).
 _CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "features.py", "tiles.py",
-                     "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py",
+                     "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py", "fusion.py",
                      "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py")
 
 
@@ -172,7 +173,7 @@ def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
                     calibrated: bool = False) -> pd.DataFrame:
     """Labels (lib.labels.load_labels rows) + `<method>_ms` and `<method>_ape` per method.
 
-    option 'fusion' rows are forecast with fused kernels (lib.graph.fuse_elementwise); each label reads only
+    option 'fusion' rows are forecast with fused kernels (lib.fusion.fuse_elementwise); each label reads only
     its GPU's spec JSON (and, for li, that GPU's own kernel measurements, NaN where none exist).
     calibrated=True adds `neusight_cal_ms/_ape` (NeuSight scaled by the training-GPU calibration).
     """

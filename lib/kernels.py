@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import paths
 from .analysis import extrapolation_note
 from .data import OP_CLASS
 from .devices import Device, DeviceError, device_by_name, load_device
@@ -211,7 +212,7 @@ def main(argv=None) -> int:
         if args.method == "li" and np.isnan(pred).any():
             print(f"note: Li et al. fits on measurements of the target itself; {device.name} has none "
                   f"for some ops, whose pred_ms is NaN", file=sys.stderr)
-        table.assign(pred_ms=pred).to_csv(args.output, index=False)
+        paths.write_atomic(args.output, lambda tmp: table.assign(pred_ms=pred).to_csv(tmp, index=False))
     except (KernelInputError, DeviceError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

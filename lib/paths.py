@@ -20,3 +20,15 @@ DEVICE_CONFIGS = NEUSIGHT / "data" / "device_configs"
 MODEL_CONFIGS = NEUSIGHT / "data" / "DLmodel_configs"
 LABELS = NEUSIGHT / "label"
 SUMMARY = NEUSIGHT / "summary"
+
+
+def write_atomic(path, write) -> Path:
+    """`write(tmp)` to a sibling temporary file, then rename it onto `path`: never a half-written file."""
+    path = Path(path)
+    tmp = path.with_name(f".tmp-{path.name}")  # same suffixes: pandas infers the same compression
+    try:
+        write(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path

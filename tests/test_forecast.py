@@ -43,6 +43,20 @@ def test_cli_warns_when_weights_and_gradients_exceed_memory(tmp_path):
     assert "alone" not in inf.stderr and json.loads(train.stdout)["latency_ms"] > 0
 
 
+def test_write_atomic_leaves_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("old")
+
+    def fail(tmp):
+        tmp.write_text("half")
+        raise OSError("disk full")
+    with pytest.raises(OSError):
+        paths.write_atomic(path, fail)
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+    paths.write_atomic(path, lambda tmp: tmp.write_text("new"))
+    assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+
+
 def test_memory_note_hand_case():
     dev = load_device(L4)   # 24 GB
     assert analysis.min_memory_gb(10**9, "training") == 8.0 and analysis.min_memory_gb(10**9, "inference") == 4.0

@@ -1,0 +1,110 @@
+"""Fused kernels: chains of element-wise kernels merged, and folded into a following reduction (notebook 05).
+
+`fuse_elementwise(table)` turns a captured kernel table (lib.graph.capture) into the fused variant the
+`-fusion` labels measured; `fused_scale(table)` prices the side inputs a fused softmax/layernorm reads.
+"""
+from __future__ import annotations
+
+import ast
+import math
+
+import numpy as np
+import pandas as pd
+
+from .roofline import EW_BINARY, FP32_BYTES, flops_and_bytes
+
+# Fused chain op: the costliest transcendental member if any, else binary 'add' if any member
+# reads two tensors, else unary 'addu'. Traffic of the fused kernel = one read + one write of B x H.
+_TRANSCENDENTAL = ("gelu", "tanh", "pow", "powu")
+_FUSE_KEYS = ("phase", "layer", "count", "B", "H")
+# A chain (or single fusable kernel) directly before a softmax or layernorm of the same phase, layer,
+# count and B x H runs inside that kernel, as a fusing compiler (torch.compile's inductor, for one)
+# emits a pointwise prologue of a reduction: its result never reaches memory; only its side inputs
+# (every input but the one tensor it transforms: a residual, a broadcast attention mask) are read on top:
+#     extra_bytes = sum over the chain's kernels of 4 * (numel of inputs - numel of the largest input)
+_REDUCTIONS = ("softmax", "ln")
+
+
+def side_bytes(r: dict) -> float:
+    """fp32 bytes of a kernel's inputs beyond the one tensor it transforms, from its `shapes` text."""
+    try:
+        ins = ast.literal_eval(str(r["shapes"]).split("->")[0])
+        numels = [math.prod(s) for s in ins if math.prod(s) > 1]
+    except (KeyError, ValueError, SyntaxError, TypeError):
+        # no shapes: a binary op reads one more tensor of its own size
+        return FP32_BYTES * r["B"] * r["H"] if r["op"] in EW_BINARY else 0.0
+    return float(FP32_BYTES * (sum(numels) - max(numels, default=0)))
+
+
+def _fuse_chains(records: list) -> list:
+    """Merge each run of adjacent fusable records (same phase, layer, count, B x H) into one."""
+    out, run = [], []
+
+    def flush():
+        if not run:
+            return
+        if len(run) == 1:
+            out.append(run[0])
+        else:
+            ops = [r["op"] for r in run]
+            op = next((o for o in _TRANSCENDENTAL if o in ops), None)
+            if op is None:
+                op = "add" if any(o in EW_BINARY for o in ops) else "addu"
+            fused = dict(run[0], op=op, aten="fused(" + ",".join(r["aten"] for r in run) + ")")
+            fused["fused"] = sum(r["fused"] for r in run)
+            fused["side_bytes"] = sum(r["side_bytes"] for r in run)
+            out.append(fused)
+        run.clear()
+
+    for r in records:
+        if r["fusable"] and run and all(r[k] == run[-1][k] for k in _FUSE_KEYS):
+            run.append(r)
+            continue
+        flush()
+        if r["fusable"]:
+            run.append(r)
+        else:
+            out.append(r)
+    flush()
+    return out
+
+
+def _absorb_into_reductions(records: list) -> list:
+    """Fold each fusable record into the softmax/layernorm record right after it (same keys)."""
+    out = []
+    for r in records:
+        prev = out[-1] if out else None
+        if (r["op"] in _REDUCTIONS and prev is not None and prev["fusable"]
+                and all(prev[k] == r[k] for k in _FUSE_KEYS)):
+            out.pop()
+            r = dict(r, aten="fused(" + prev["aten"] + "," + r["aten"] + ")", fused=prev["fused"] + r["fused"],
+                     extra_bytes=prev["side_bytes"])
+        out.append(r)
+    return out
+
+
+def fuse_elementwise(df: pd.DataFrame, into_reductions: bool = True) -> pd.DataFrame:
+    """Fused kernels: adjacent element-wise chains merged, then (into_reductions) folded into a following
+    softmax/layernorm; into_reductions=False is the chains-only rule of the paper."""
+    records = [dict(r, fused=r.get("fused", 1), extra_bytes=r.get("extra_bytes", 0.0),
+                    side_bytes=side_bytes(r) if r["fusable"] else 0.0) for r in df.to_dict("records")]
+    out = _fuse_chains(records)
+    if into_reductions:
+        out = _absorb_into_reductions(out)
+    extra = [c for c in ("fused", "extra_bytes") if c not in df]
+    return pd.DataFrame(out, columns=list(df.columns) + extra)
+
+
+def fused_scale(table: pd.DataFrame) -> np.ndarray:
+    """Latency factor per row for the operands a fused softmax/layernorm reads on top of its own (1 elsewhere)."""
+    scale = np.ones(len(table))
+    if "extra_bytes" not in table:
+        return scale
+    extra = table["extra_bytes"].fillna(0.0).to_numpy(dtype=float)
+    rows = extra > 0
+    if rows.any():
+        # a memory-bound kernel's time scales with its traffic:
+        #     latency_fused = latency_reduction * (bytes_reduction + extra_bytes) / bytes_reduction
+        _, own_bytes = flops_and_bytes(table[rows])
+        scale[rows] = (own_bytes + extra[rows]) / own_bytes
+    return scale
