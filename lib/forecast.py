@@ -2,8 +2,11 @@
 
     python -m lib.forecast --model MODEL_CONFIG.json --device DEVICE.json --batch B --seq S \
         --mode inference|training [--fusion] [--method neusight|roofline|habitat|li] [--calibrate]
+        [--kernels-out KERNELS.csv]
 
-prints {"latency_ms", "forward_ms", "backward_ms", "kernels"}. One-line warnings on stderr: a GPU whose machine
+prints {"latency_ms", "forward_ms", "backward_ms", "kernels"}; --kernels-out PATH also writes the predicted kernel
+table (one row per distinct kernel: phase, block, op class, shape, count, pred_ms, total_ms) as CSV, to see where
+the time goes. One-line warnings on stderr: a GPU whose machine
 balance lies outside the training GPUs' (lib.analysis.extrapolation_note); a model whose fp32 weights (+ gradients)
 alone exceed the GPU's memory (lib.analysis.memory_note). Kernels run one after another,
 so a model's latency is the sum of its kernels' latencies (DESIGN.md):
@@ -129,6 +132,20 @@ def forecast_table(model_config, device: Device, batch: int, seq: int, mode: str
     return table
 
 
+# Columns of --kernels-out: where a kernel runs, what it is, and what it costs ('fused': ops merged into it,
+# with --fusion; 'raw_ms': total_ms before --calibrate).
+KERNEL_TABLE_COLUMNS = ["phase", "layer", "aten", "op_class", "op", "B", "M", "N", "K", "H", "bytes", "shapes",
+                        "count", "fused", "pred_ms", "total_ms", "raw_ms"]
+
+
+def write_kernel_table(table: pd.DataFrame, path) -> Path:
+    """A predicted kernel table (forecast_table) as CSV with its op class (lib.calibration.CLASSES), atomically."""
+    from .calibration import kernel_class
+    out = table.assign(op_class=kernel_class(table["op"]))
+    out = out[[c for c in KERNEL_TABLE_COLUMNS if c in out]]
+    return paths.write_atomic(path, lambda tmp: out.to_csv(tmp, index=False))
+
+
 def forecast(model_config, device: Device, batch: int, seq: int, mode: str, fusion: bool = False,
              method: str = "neusight", tiles: str = "spec", kernels: pd.DataFrame | None = None,
              cfg_by_class: dict | None = None, habitat_cfg: dict | None = None,
@@ -216,6 +233,8 @@ def main(argv=None) -> int:
                    help="kernel predictor: NeuSight (default) or a baseline")
     p.add_argument("--calibrate", action="store_true",
                    help="scale by factors fitted on the training GPUs' end-to-end labels (lib.calibration)")
+    p.add_argument("--kernels-out", metavar="PATH",
+                   help="also write the predicted kernel table (one row per distinct kernel) to this CSV")
     args = p.parse_args(argv)
     if args.batch < 1 or args.seq < 1:
         print("error: --batch and --seq must be positive integers", file=sys.stderr)
@@ -223,8 +242,9 @@ def main(argv=None) -> int:
     from .kernels import KernelInputError
     try:
         device = load_device(args.device)
-        result = forecast(args.model, device, args.batch, args.seq, args.mode, fusion=args.fusion,
-                          method=args.method, calibrate=args.calibrate)
+        table = forecast_table(args.model, device, args.batch, args.seq, args.mode, fusion=args.fusion,
+                               method=args.method, calibrate=args.calibrate)
+        result = summarize(table)
         parameters = parameter_count(args.model)
     except (DeviceError, GraphError, KernelInputError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -232,6 +252,12 @@ def main(argv=None) -> int:
     if not np.isfinite(result["latency_ms"]):
         print(f"error: method '{args.method}' cannot forecast {device.name} (no measurements of it)", file=sys.stderr)
         return 2
+    if args.kernels_out:
+        try:
+            write_kernel_table(table, args.kernels_out)
+        except OSError as e:
+            print(f"error: --kernels-out {args.kernels_out}: {e.strerror or e}", file=sys.stderr)
+            return 2
     for note in (extrapolation_note(device), memory_note(parameters, args.mode, device)):
         if note:
             print(f"warning: {note}", file=sys.stderr)

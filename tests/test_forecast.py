@@ -43,6 +43,25 @@ def test_cli_warns_when_weights_and_gradients_exceed_memory(tmp_path):
     assert "alone" not in inf.stderr and json.loads(train.stdout)["latency_ms"] > 0
 
 
+def test_cli_kernels_out_adds_up_to_the_printed_forecast(tmp_path):
+    out = tmp_path / "kernels.csv"
+    r = cli("--model", GPT2, "--device", H100, "--batch", 1, "--seq", 1024, "--mode", "training",
+            "--method", "roofline", "--fusion", "--kernels-out", out)
+    assert r.returncode == 0, r.stderr
+    res, k = json.loads(r.stdout), pd.read_csv(out)
+    assert k["total_ms"].sum() == pytest.approx(res["latency_ms"])
+    assert k.loc[k.phase == "bw", "total_ms"].sum() == pytest.approx(res["backward_ms"])
+    assert k["count"].sum() == res["kernels"] and (k["fused"] >= 1).all()
+    assert k["total_ms"].to_numpy() == pytest.approx((k["pred_ms"] * k["count"]).to_numpy())
+    assert set(k["op_class"]) <= set(calibration.CLASSES) and {"FC", "BMM", "EW"} <= set(k["op_class"])
+    # an unwritable path: one-line error naming it, no JSON, nothing left behind
+    bad = tmp_path / "missing" / "k.csv"
+    r = cli("--model", GPT2, "--device", H100, "--batch", 1, "--seq", 1024, "--mode", "inference",
+            "--method", "roofline", "--kernels-out", bad)
+    assert r.returncode == 2 and r.stdout == "" and str(bad) in r.stderr and len(r.stderr.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kernels.csv"]
+
+
 def test_write_atomic_leaves_old_file_when_writing_fails(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("old")
