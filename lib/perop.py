@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars on stderr (tqdm.auto warns in notebooks without ipywidgets)
 
 from . import paths
 from .data import OP_CLASSES, load_kernels
