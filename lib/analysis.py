@@ -1,4 +1,5 @@
-"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, machine balance, spec twins, shape alignment (notebooks 01-02, 04-05)."""
+"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, machine balance, spec dominance,
+spec twins, shape alignment (notebooks 01-02, 04-05)."""
 from __future__ import annotations
 
 import numpy as np
@@ -132,6 +133,48 @@ def memory_note(parameters: int, mode: str, device) -> str | None:
     what = "weights and gradients" if mode == "training" else "weights"
     return (f"the model's fp32 {what} alone ({parameters / 1e9:.2f} B parameters) need {need_gb:.1f} GB, more than "
             f"{device.name}'s {device.mem_gb:g} GB: this run could not happen as forecast")
+
+
+# ---------------------------------------------------------------- spec dominance
+# A GPU with at least as much of every spec resource as another, and the same architecture, cannot run a
+# kernel slower; a spec-only forecast should not say it does. Checked by raising one spec field of a base
+# GPU at a time to a target's value (H100 -> H200: memory capacity, then bandwidth) and comparing forecasts.
+# A launch counts as forecast slower when its prediction exceeds the base's by more than this share.
+SLOWER_TOLERANCE = 1e-3
+SPEC_FIELDS = ("num_sm", "cores_per_sm", "freq_mhz", "peak_gflops", "peak_vec_gflops", "mem_bw_gbps", "l2_mb",
+               "mem_gb")
+
+
+def spec_steps(base, target) -> dict:
+    """{name: Device}: base, base with each spec field in which target differs raised to target's value
+    ('+field'), and target; an error unless target has at least base's value in every field (notebook 05)."""
+    import dataclasses
+    fields = [f for f in SPEC_FIELDS if getattr(target, f) != getattr(base, f)]
+    lower = [f for f in fields if getattr(target, f) < getattr(base, f)]
+    if lower:
+        raise ValueError(f"{target.name} does not dominate {base.name}: lower {lower}")
+    steps = {f"+{f}": dataclasses.replace(base, name=f"{base.name} +{f}", **{f: getattr(target, f)}) for f in fields}
+    return {base.name: base, **steps, target.name: target}
+
+
+def dominance_table(tables: dict, base: str) -> pd.DataFrame:
+    """Per op class and overall ('ALL') of predicted kernel tables {step: table} of the same kernels
+    (lib.forecast.forecast_table): kernel launches, predicted ms, % change against `base`, and % of the
+    launches forecast slower than on `base` by more than SLOWER_TOLERANCE (notebook 05)."""
+    from .calibration import CLASSES, kernel_class
+    ref = tables[base]
+    cls = pd.Series(kernel_class(ref["op"]), index=ref.index)
+    rows = []
+    for step, t in tables.items():
+        slower = t["pred_ms"].to_numpy() > ref["pred_ms"].to_numpy() * (1 + SLOWER_TOLERANCE)
+        for c in (*[c for c in CLASSES if (cls == c).any()], "ALL"):
+            m = (cls == c).to_numpy() if c != "ALL" else np.ones(len(ref), bool)
+            base_ms, step_ms = ref["total_ms"][m].sum(), t["total_ms"][m].sum()
+            rows.append({"step": step, "op_class": c, "launches": int(ref["count"][m].sum()),
+                         "base_ms": base_ms, "step_ms": step_ms,
+                         "change_pct": 100 * (step_ms / base_ms - 1),
+                         "slower_launch_pct": 100 * (ref["count"][m] * slower[m]).sum() / ref["count"][m].sum()})
+    return pd.DataFrame(rows)
 
 
 # ---------------------------------------------------------------- what a spec sheet cannot tell
