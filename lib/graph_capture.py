@@ -129,8 +129,11 @@ def _gpu_dropout(input, p=0.5, training=True, inplace=False):
 
 def build_model(cfg, mode: str, depths, batch: int):
     """The labels' model class for cfg.model_type, with `depths` blocks per stack, on meta, fp32."""
-    import transformers
-    from transformers import CONFIG_MAPPING
+    with warnings.catch_warnings():
+        # transformers imports tqdm.auto, which warns in a notebook without ipywidgets (text bars work anyway)
+        warnings.filterwarnings("ignore", message="IProgress not found")
+        import transformers
+        from transformers import CONFIG_MAPPING
 
     from .graph import ARCHS
     inf_cls, train_cls, layer_fields, *_ = ARCHS[cfg.model_type]
