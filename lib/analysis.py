@@ -159,21 +159,23 @@ def spec_steps(base, target) -> dict:
 
 def dominance_table(tables: dict, base: str) -> pd.DataFrame:
     """Per op class and overall ('ALL') of predicted kernel tables {step: table} of the same kernels
-    (lib.forecast.forecast_table): kernel launches, predicted ms, % change against `base`, and % of the
-    launches forecast slower than on `base` by more than SLOWER_TOLERANCE (notebook 05)."""
+    (lib.forecast.forecast_table): kernel launches, predicted ms, % change against `base`, % of the launches
+    forecast slower than on `base` by more than SLOWER_TOLERANCE, and the largest per-kernel ratio (notebook 05)."""
     from .calibration import CLASSES, kernel_class
     ref = tables[base]
     cls = pd.Series(kernel_class(ref["op"]), index=ref.index)
     rows = []
     for step, t in tables.items():
-        slower = t["pred_ms"].to_numpy() > ref["pred_ms"].to_numpy() * (1 + SLOWER_TOLERANCE)
+        ratio = t["pred_ms"].to_numpy() / ref["pred_ms"].to_numpy()
+        slower = ratio > 1 + SLOWER_TOLERANCE
         for c in (*[c for c in CLASSES if (cls == c).any()], "ALL"):
             m = (cls == c).to_numpy() if c != "ALL" else np.ones(len(ref), bool)
             base_ms, step_ms = ref["total_ms"][m].sum(), t["total_ms"][m].sum()
             rows.append({"step": step, "op_class": c, "launches": int(ref["count"][m].sum()),
                          "base_ms": base_ms, "step_ms": step_ms,
                          "change_pct": 100 * (step_ms / base_ms - 1),
-                         "slower_launch_pct": 100 * (ref["count"][m] * slower[m]).sum() / ref["count"][m].sum()})
+                         "slower_launch_pct": 100 * (ref["count"][m] * slower[m]).sum() / ref["count"][m].sum(),
+                         "max_ratio": ratio[m].max()})
     return pd.DataFrame(rows)
 
 

@@ -91,6 +91,7 @@ def test_spec_steps_and_dominance_table_hand_case():
     assert t.loc[("step", "FC"), "change_pct"] == pytest.approx(-50) and t.loc[("step", "EW"), "change_pct"] == 100
     assert t.loc[("step", "ALL"), "change_pct"] == pytest.approx(100 * (5 / 7 - 1))
     assert t.loc[("step", "ALL"), "slower_launch_pct"] == 25 and t.loc[("base", "ALL"), "slower_launch_pct"] == 0
+    assert t.loc[("step", "ALL"), "max_ratio"] == 2 and t.loc[("step", "FC"), "max_ratio"] == 0.5
     # under the roofline, more bandwidth or memory never slows a kernel
     k = forecast_table(GPT2, h100, 1, 1024, "training", method="roofline")
     tables = {s: forecast_table(None, d, 1, 1024, "training", method="roofline", kernels=k) for s, d in steps.items()}
