@@ -2,6 +2,8 @@
 spec twins, shape alignment (notebooks 01-02, 04-05)."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -138,7 +140,7 @@ def memory_note(parameters: int, mode: str, device) -> str | None:
 # ---------------------------------------------------------------- spec dominance
 # A GPU with at least as much of every spec resource as another, and the same architecture, cannot run a
 # kernel slower; a spec-only forecast should not say it does. Checked by raising one spec field of a base
-# GPU at a time to a target's value (H100 -> H200: memory capacity, then bandwidth) and comparing forecasts.
+# GPU at a time to a target's value (H100 -> H200: bandwidth, then memory capacity) and comparing forecasts.
 # A launch counts as forecast slower when its prediction exceeds the base's by more than this share.
 SLOWER_TOLERANCE = 1e-3
 SPEC_FIELDS = ("num_sm", "cores_per_sm", "freq_mhz", "peak_gflops", "peak_vec_gflops", "mem_bw_gbps", "l2_mb",
@@ -147,8 +149,7 @@ SPEC_FIELDS = ("num_sm", "cores_per_sm", "freq_mhz", "peak_gflops", "peak_vec_gf
 
 def spec_steps(base, target) -> dict:
     """{name: Device}: base, base with each spec field in which target differs raised to target's value
-    ('+field'), and target; an error unless target has at least base's value in every field (notebook 05)."""
-    import dataclasses
+    ('+field'), and target; an error unless target has at least base's value in every field (notebooks 04-05)."""
     fields = [f for f in SPEC_FIELDS if getattr(target, f) != getattr(base, f)]
     lower = [f for f in fields if getattr(target, f) < getattr(base, f)]
     if lower:
@@ -160,7 +161,7 @@ def spec_steps(base, target) -> dict:
 def dominance_table(tables: dict, base: str) -> pd.DataFrame:
     """Per op class and overall ('ALL') of predicted kernel tables {step: table} of the same kernels
     (lib.forecast.forecast_table): kernel launches, predicted ms, % change against `base`, % of the launches
-    forecast slower than on `base` by more than SLOWER_TOLERANCE, and the largest per-kernel ratio (notebook 05)."""
+    forecast slower than on `base` by more than SLOWER_TOLERANCE, and the largest per-kernel ratio (notebooks 04-05)."""
     from .calibration import CLASSES, kernel_class
     ref = tables[base]
     cls = pd.Series(kernel_class(ref["op"]), index=ref.index)
