@@ -192,16 +192,43 @@ def spec_twins(devices, candidates) -> dict:
     return out
 
 
+SHAPE_KEYS = ["op_class", "op", "B", "M", "N", "K", "H"]
+
+
+def matched_medians(df: pd.DataFrame, target: str, twin: str, cols=("latency_ms",)) -> pd.DataFrame:
+    """Shapes measured on both GPUs: the median of `cols` per shape and GPU, suffixed _target and _twin (notebook 04)."""
+    dims = SHAPE_KEYS[2:]
+    per = {name: df[df["device"] == name].fillna({c: -1.0 for c in dims}).groupby(SHAPE_KEYS)[list(cols)].median()
+           for name in (target, twin)}
+    both = per[target].join(per[twin], lsuffix="_target", rsuffix="_twin", how="inner").reset_index()
+    return both.replace({c: {-1.0: np.nan} for c in dims})
+
+
+# Ranking two GPUs per shape: the forecast agrees with the measurements when
+#     (pred_target < pred_twin) == (meas_target < meas_twin)
+def pair_ranking(both: pd.DataFrame, pred_target, pred_twin) -> pd.DataFrame:
+    """Per op class of matched shapes (matched_medians): % measured faster on the target, % forecast faster, % ranked
+    as measured, and the median measured and forecast latency ratios target / twin (notebook 04)."""
+    meas = both["latency_ms_target"] / both["latency_ms_twin"]
+    pred = np.asarray(pred_target, float) / np.asarray(pred_twin, float)
+    t = pd.DataFrame({"op_class": both["op_class"], "meas_faster": meas < 1, "pred_faster": pred < 1,
+                      "meas_ratio": meas, "pred_ratio": pred})
+    t["agree"] = t["meas_faster"] == t["pred_faster"]
+    out = t.groupby("op_class").agg(shapes=("agree", "size"), measured_faster_pct=("meas_faster", "mean"),
+                                    forecast_faster_pct=("pred_faster", "mean"), ranked_as_measured_pct=("agree", "mean"),
+                                    median_measured_ratio=("meas_ratio", "median"),
+                                    median_forecast_ratio=("pred_ratio", "median"))
+    out[[c for c in out if c.endswith("_pct")]] *= 100
+    return out.reindex([c for c in OP_CLASSES if c in out.index])
+
+
 # A twin forecast predicts the target GPU's latency of a shape with the twin GPU's measurement of
 # the same shape:   raw:      t_pred = t_twin
 #                   roofline: t_pred = t_twin * roofline_ms(target) / roofline_ms(twin)
 def twin_table(df: pd.DataFrame, target: str, twin: str) -> pd.DataFrame:
     """Per op class, shapes measured on both GPUs: rows, median latency ratio target/twin and the MAPE (%)
     of the raw and roofline-scaled twin forecasts (needs roofline_ms, lib.roofline.add_roofline; notebook 04)."""
-    keys = ["op_class", "op", "B", "M", "N", "K", "H"]
-    per = {name: df[df["device"] == name].fillna({c: -1.0 for c in keys[2:]})
-           .groupby(keys)[["latency_ms", "roofline_ms"]].median() for name in (target, twin)}
-    both = per[target].join(per[twin], lsuffix="_target", rsuffix="_twin", how="inner").reset_index()
+    both = matched_medians(df, target, twin, ("latency_ms", "roofline_ms"))
     ratio = both["latency_ms_target"] / both["latency_ms_twin"]
     raw = both["latency_ms_twin"]
     scaled = raw * both["roofline_ms_target"] / both["roofline_ms_twin"]

@@ -87,6 +87,27 @@ def test_twin_table_hand_computed():
     assert out.loc["EW", "scaled_twin_mape_pct"] == pytest.approx(37.5)
 
 
+def test_matched_medians_and_pair_ranking_hand_computed():
+    # the twin_table rows' shapes: BMM (1,2,3,4) target median 1.0 vs twin 2.0; BMM (2,2,3,4) 3.0 vs 2.0; EW 0.8 vs 1.0
+    rows = [("t", "BMM", "bmm", 1, 2, 3, 4, None, 0.9), ("t", "BMM", "bmm", 1, 2, 3, 4, None, 1.1),
+            ("w", "BMM", "bmm", 1, 2, 3, 4, None, 2.0),
+            ("t", "BMM", "bmm", 2, 2, 3, 4, None, 3.0), ("w", "BMM", "bmm", 2, 2, 3, 4, None, 2.0),
+            ("t", "EW", "add", 8, None, None, None, 16, 0.8), ("w", "EW", "add", 8, None, None, None, 16, 1.0),
+            ("w", "BMM", "bmm", 9, 9, 9, 9, None, 5.0)]
+    df = pd.DataFrame(rows, columns=["device", "op_class", "op", "B", "M", "N", "K", "H", "latency_ms"])
+    both = A.matched_medians(df, "t", "w")
+    assert len(both) == 3 and both["H"].isna().sum() == 2 and both["M"].isna().sum() == 1   # NaN dims stay NaN
+    assert sorted(both["latency_ms_target"]) == [0.8, 1.0, 3.0]
+    # forecasts (in both's row order): target faster on every shape, by half
+    out = A.pair_ranking(both, [1.0, 1.0, 1.0], [2.0, 2.0, 2.0])
+    assert list(out.index) == ["BMM", "EW"] and out.loc["BMM", "shapes"] == 2
+    # BMM: measured faster on 1 of 2 shapes; forecast faster on both -> ranked as measured on 1 of 2
+    assert out.loc["BMM", "measured_faster_pct"] == 50 and out.loc["BMM", "forecast_faster_pct"] == 100
+    assert out.loc["BMM", "ranked_as_measured_pct"] == 50 and out.loc["EW", "ranked_as_measured_pct"] == 100
+    assert out.loc["BMM", "median_measured_ratio"] == pytest.approx((0.5 + 1.5) / 2)
+    assert out.loc["EW", "median_forecast_ratio"] == 0.5
+
+
 def test_peak_reached_and_spec_twins():
     df = pd.DataFrame({"device": ["a", "a", "b"], "op_class": ["BMM", "FC", "EW"], "B": [1, 1, 1],
                        "M": [10, 10, None], "N": [10, 10, None], "K": [10, 10, None],
