@@ -3,6 +3,7 @@ spec twins, shape alignment (notebooks 01-02, 04-05)."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pandas as pd
@@ -220,6 +221,30 @@ def pair_ranking(both: pd.DataFrame, pred_target, pred_twin) -> pd.DataFrame:
                                     median_forecast_ratio=("pred_ratio", "median"))
     out[[c for c in out if c.endswith("_pct")]] *= 100
     return out.reindex([c for c in OP_CLASSES if c in out.index])
+
+
+# A pair of GPUs within this latency ratio of each other on a shape is a close call.
+CLOSE_RATIO = 1.2
+
+
+def ranking_by_pair(df: pd.DataFrame, pred_col: str) -> pd.DataFrame:
+    """Every pair of GPUs of `df` (rows with device, shape, latency_ms and pred_col) on the shapes measured on
+    both: % of shapes the forecast ranks as measured, overall and for close calls (measured ratio within
+    CLOSE_RATIO), and the median measured and forecast latency ratios first / second GPU (notebook 04)."""
+    rows = []
+    for a, b in itertools.combinations(sorted(df["device"].unique()), 2):
+        both = matched_medians(df, a, b, ("latency_ms", pred_col))
+        if both.empty:
+            continue
+        meas = both["latency_ms_target"] / both["latency_ms_twin"]
+        pred = both[f"{pred_col}_target"] / both[f"{pred_col}_twin"]
+        agree = (meas < 1) == (pred < 1)
+        close = (meas < CLOSE_RATIO) & (meas > 1 / CLOSE_RATIO)
+        rows.append({"gpu_a": a, "gpu_b": b, "shapes": len(both), "ranked_as_measured_pct": 100 * agree.mean(),
+                     "close_shapes": int(close.sum()),
+                     "close_ranked_as_measured_pct": 100 * agree[close].mean() if close.any() else np.nan,
+                     "median_measured_ratio": meas.median(), "median_forecast_ratio": pred.median()})
+    return pd.DataFrame(rows)
 
 
 # A twin forecast predicts the target GPU's latency of a shape with the twin GPU's measurement of

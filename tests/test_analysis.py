@@ -108,6 +108,23 @@ def test_matched_medians_and_pair_ranking_hand_computed():
     assert out.loc["EW", "median_forecast_ratio"] == 0.5
 
 
+def test_ranking_by_pair_hand_computed():
+    # shapes 1-3 measured on a and b, shape 1 also on c; d shares no shape with anyone
+    rows = [("a", 1, 1.0, 1.0), ("b", 1, 2.0, 2.5), ("a", 2, 1.0, 3.0), ("b", 2, 1.1, 2.0),
+            ("a", 3, 5.0, 5.0), ("b", 3, 1.0, 1.0), ("c", 1, 0.5, 0.4), ("d", 9, 1.0, 1.0)]
+    df = pd.DataFrame([(d, "BMM", "bmm", b, 8, 8, 8, np.nan, m, p) for d, b, m, p in rows],
+                      columns=["device", "op_class", "op", "B", "M", "N", "K", "H", "latency_ms", "pred"])
+    out = A.ranking_by_pair(df, "pred").set_index(["gpu_a", "gpu_b"])
+    assert list(out.index) == [("a", "b"), ("a", "c"), ("b", "c")]          # no pair with d
+    ab = out.loc[("a", "b")]
+    # a/b measured 0.5, 0.909, 5.0; forecast 0.4, 1.5, 5.0 -> ranked as measured on shapes 1 and 3
+    assert ab["shapes"] == 3 and ab["ranked_as_measured_pct"] == pytest.approx(200 / 3)
+    # close calls (within 1.2x): shape 2 only, ranked wrong
+    assert ab["close_shapes"] == 1 and ab["close_ranked_as_measured_pct"] == 0
+    assert ab["median_measured_ratio"] == pytest.approx(1.0 / 1.1) and ab["median_forecast_ratio"] == 1.5
+    assert np.isnan(out.loc[("a", "c"), "close_ranked_as_measured_pct"])     # 2x apart: no close call
+
+
 def test_peak_reached_and_spec_twins():
     df = pd.DataFrame({"device": ["a", "a", "b"], "op_class": ["BMM", "FC", "EW"], "B": [1, 1, 1],
                        "M": [10, 10, None], "N": [10, 10, None], "K": [10, 10, None],
