@@ -9,7 +9,7 @@ import pytest
 
 from lib import analysis, calibration, paths
 from lib.devices import TRAIN_GPUS_NVIDIA, load_device
-from lib.forecast import forecast, forecast_sweep, forecast_table, summarize
+from lib.forecast import forecast, forecast_sweep, summarize
 from lib.labels import load_labels, paper_e2e_table, paper_fusion_table
 
 GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"
@@ -74,28 +74,6 @@ def test_write_atomic_leaves_old_file_when_writing_fails(tmp_path):
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
     paths.write_atomic(path, lambda tmp: tmp.write_text("new"))
     assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
-
-
-def test_spec_steps_and_dominance_table_hand_case():
-    h100 = load_device(H100)
-    h200 = load_device(paths.DEVICES_ADDED / "NVIDIA_H200.json")
-    steps = analysis.spec_steps(h100, h200)
-    assert list(steps) == [h100.name, "+mem_bw_gbps", "+mem_gb", h200.name]
-    assert steps["+mem_gb"].mem_gb == 141 and steps["+mem_gb"].mem_bw_gbps == h100.mem_bw_gbps
-    with pytest.raises(ValueError, match="does not dominate"):
-        analysis.spec_steps(h200, h100)
-    # two kernels: an FC run 3 times and an add run once; the step halves the FC and doubles the add
-    base = pd.DataFrame({"op": ["linear", "add"], "count": [3, 1], "pred_ms": [2.0, 1.0], "total_ms": [6.0, 1.0]})
-    step = base.assign(pred_ms=[1.0, 2.0], total_ms=[3.0, 2.0])
-    t = analysis.dominance_table({"base": base, "step": step}, "base").set_index(["step", "op_class"])
-    assert t.loc[("step", "FC"), "change_pct"] == pytest.approx(-50) and t.loc[("step", "EW"), "change_pct"] == 100
-    assert t.loc[("step", "ALL"), "change_pct"] == pytest.approx(100 * (5 / 7 - 1))
-    assert t.loc[("step", "ALL"), "slower_launch_pct"] == 25 and t.loc[("base", "ALL"), "slower_launch_pct"] == 0
-    assert t.loc[("step", "ALL"), "max_ratio"] == 2 and t.loc[("step", "FC"), "max_ratio"] == 0.5
-    # under the roofline, more bandwidth or memory never slows a kernel
-    k = forecast_table(GPT2, h100, 1, 1024, "training", method="roofline")
-    tables = {s: forecast_table(None, d, 1, 1024, "training", method="roofline", kernels=k) for s, d in steps.items()}
-    assert (analysis.dominance_table(tables, h100.name)["change_pct"] <= 1e-9).all()
 
 
 def test_memory_note_hand_case():
