@@ -82,14 +82,18 @@ def matched_medians(df: pd.DataFrame, target: str, twin: str, cols=("latency_ms"
 
 # Ranking two GPUs per shape: the forecast agrees with the measurements when
 #     (pred_target < pred_twin) == (meas_target < meas_twin)
+def _ratios(both: pd.DataFrame, pred_target, pred_twin) -> pd.DataFrame:
+    """Per matched shape: measured and forecast latency ratios target / twin, and whether they rank alike."""
+    meas = (both["latency_ms_target"] / both["latency_ms_twin"]).to_numpy(float)
+    pred = np.asarray(pred_target, float) / np.asarray(pred_twin, float)
+    return pd.DataFrame({"op_class": both["op_class"].to_numpy(), "meas_ratio": meas, "pred_ratio": pred,
+                         "meas_faster": meas < 1, "pred_faster": pred < 1, "agree": (meas < 1) == (pred < 1)})
+
+
 def pair_ranking(both: pd.DataFrame, pred_target, pred_twin) -> pd.DataFrame:
     """Per op class of matched shapes (matched_medians): % measured faster on the target, % forecast faster, % ranked
     as measured, and the median measured and forecast latency ratios target / twin (notebook 04)."""
-    meas = both["latency_ms_target"] / both["latency_ms_twin"]
-    pred = np.asarray(pred_target, float) / np.asarray(pred_twin, float)
-    t = pd.DataFrame({"op_class": both["op_class"], "meas_faster": meas < 1, "pred_faster": pred < 1,
-                      "meas_ratio": meas, "pred_ratio": pred})
-    t["agree"] = t["meas_faster"] == t["pred_faster"]
+    t = _ratios(both, pred_target, pred_twin)
     out = t.groupby("op_class").agg(shapes=("agree", "size"), measured_faster_pct=("meas_faster", "mean"),
                                     forecast_faster_pct=("pred_faster", "mean"), ranked_as_measured_pct=("agree", "mean"),
                                     median_measured_ratio=("meas_ratio", "median"),
@@ -111,14 +115,12 @@ def ranking_by_pair(df: pd.DataFrame, pred_col: str) -> pd.DataFrame:
         both = matched_medians(df, a, b, ("latency_ms", pred_col))
         if both.empty:
             continue
-        meas = both["latency_ms_target"] / both["latency_ms_twin"]
-        pred = both[f"{pred_col}_target"] / both[f"{pred_col}_twin"]
-        agree = (meas < 1) == (pred < 1)
-        close = (meas < CLOSE_RATIO) & (meas > 1 / CLOSE_RATIO)
-        rows.append({"gpu_a": a, "gpu_b": b, "shapes": len(both), "ranked_as_measured_pct": 100 * agree.mean(),
+        t = _ratios(both, both[f"{pred_col}_target"], both[f"{pred_col}_twin"])
+        close = (t.meas_ratio < CLOSE_RATIO) & (t.meas_ratio > 1 / CLOSE_RATIO)
+        rows.append({"gpu_a": a, "gpu_b": b, "shapes": len(t), "ranked_as_measured_pct": 100 * t.agree.mean(),
                      "close_shapes": int(close.sum()),
-                     "close_ranked_as_measured_pct": 100 * agree[close].mean() if close.any() else np.nan,
-                     "median_measured_ratio": meas.median(), "median_forecast_ratio": pred.median()})
+                     "close_ranked_as_measured_pct": 100 * t.agree[close].mean() if close.any() else np.nan,
+                     "median_measured_ratio": t.meas_ratio.median(), "median_forecast_ratio": t.pred_ratio.median()})
     return pd.DataFrame(rows)
 
 
