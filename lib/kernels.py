@@ -64,9 +64,12 @@ def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
             if col not in out.columns:
                 raise KernelInputError(f"missing column '{col}' (needed by {what})")
             x = pd.to_numeric(out[col], errors="coerce").to_numpy(float)
-            bad = rows & ~(np.isfinite(x) & (x >= 0 if col == "bytes" else x > 0))
+            # bytes: any number >= 0; a tensor dimension: a whole number >= 1
+            ok = np.isfinite(x) & ((x >= 0) if col == "bytes" else (x >= 1) & (x == np.round(x)))
+            bad = rows & ~ok
             if bad.any():
-                raise KernelInputError(f"column '{col}' must be a positive number for {what} "
+                kind = "a number >= 0" if col == "bytes" else "a positive integer"
+                raise KernelInputError(f"column '{col}' must be {kind} for {what} "
                                        f"(row {int(np.flatnonzero(bad)[0])})")
     for col in ("B", "M", "N", "K", "H", "bytes"):
         out[col] = pd.to_numeric(out[col], errors="coerce") if col in out.columns else np.nan
@@ -206,9 +209,15 @@ def main(argv=None) -> int:
         table = _read_kernels(args.input)
         kernels = table.rename(columns={"OPName": "op"}) if "op" not in table.columns else table
         try:
-            pred = predict_kernels(kernels, device, args.method, args.tiles, cfg_by_class)
+            with np.errstate(over="ignore", invalid="ignore"):   # overflow is reported just below
+                pred = predict_kernels(kernels, device, args.method, args.tiles, cfg_by_class)
         except KernelInputError as e:
             raise KernelInputError(f"{args.input}: {e}") from None
+        # NaN is Li et al.'s "no measurements to fit"; any other non-finite latency is an overflow
+        overflow = np.isinf(pred) if args.method == "li" else ~np.isfinite(pred)
+        if overflow.any():
+            raise KernelInputError(f"{args.input}: row {int(np.flatnonzero(overflow)[0])}: dimensions too "
+                                   f"large, the predicted latency overflows")
         if args.method == "li" and np.isnan(pred).any():
             print(f"note: Li et al. fits on measurements of the target itself; {device.name} has none "
                   f"for some ops, whose pred_ms is NaN", file=sys.stderr)

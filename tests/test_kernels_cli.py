@@ -70,8 +70,10 @@ def test_cli_li_cannot_forecast_an_ood_gpu(tmp_path):
     (pd.DataFrame({"OPName": ["conv2d"], "B": [1], "H": [4]}), "unknown op"),
     (pd.DataFrame({"OPName": ["bmm"], "B": [1], "M": [4], "N": [4]}), "missing column 'K'"),
     (pd.DataFrame({"OPName": ["add"], "B": [1], "H": [-4]}), "column 'H' must be a positive"),
+    (pd.DataFrame({"OPName": ["bmm"], "B": [1], "M": [1.5], "N": [4], "K": [4]}), "column 'M' must be a positive integer"),
     (pd.DataFrame({"B": [1], "H": [4]}), "missing column 'op'"),
-], ids=["unknown-op", "missing-column", "negative-dim", "no-op-column"])
+    (pd.DataFrame({"OPName": ["add"], "B": [1e300], "H": [1e300]}), "row 0: dimensions too large"),
+], ids=["unknown-op", "missing-column", "negative-dim", "fractional-dim", "no-op-column", "overflow"])
 def test_cli_bad_input_one_line(table, message, tmp_path):
     inp = tmp_path / "k.csv"
     table.to_csv(inp, index=False)
