@@ -12,6 +12,13 @@ def test_fit_li_recovers_a_line():
     assert a == pytest.approx(3e-9) and b == pytest.approx(0.01)
 
 
+def test_fit_li_minimizes_relative_error_by_hand():
+    # minimize (a + b - 1)^2 + (2a + b - 1)^2 + ((3a + b) / 4 - 1)^2: the normal equations give a = b = 3/7
+    # (an absolute least-squares fit of the same points would give a = 1.5, b = -1)
+    a, b = baselines.fit_li(np.array([1.0, 2.0, 3.0]), np.array([1.0, 1.0, 4.0]))
+    assert a == pytest.approx(3 / 7) and b == pytest.approx(3 / 7)
+
+
 class FakeModel:
     def __init__(self, lr, val_loss):
         self.lr, self.info = lr, {"best_val_loss": val_loss}

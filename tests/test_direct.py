@@ -85,3 +85,17 @@ def test_transformer_trains_on_vector_ops(tmp_path, monkeypatch):
     test = load_kernels(ops="EW", splits="test_id").head(20)
     pred = p.predict(test)
     assert pred.shape == (20,) and np.all(pred > 0)
+
+
+def test_predict_standardizes_its_inputs_by_hand():
+    # one-unit net with weights 1 and biases 0: log latency = log(2) + sum of standardized inputs (ReLU passes z >= 0)
+    mean = np.log([2, 64, 64, 64, 1000, 10000, 80, 40, 16, 1400, 64]).astype(np.float32)
+    net = direct.MLP(11, layers=1, width=1)
+    with torch.no_grad():
+        net.body[0].weight.fill_(1.0), net.body[0].bias.zero_(), net.head.weight.fill_(1.0), net.head.bias.zero_()
+    p = direct.DirectPredictor("BMM", "mlp", 1, 1, net, mean, np.full(11, 2.0, np.float32), float(np.log(2.0)), {})
+    row = lambda B: pd.DataFrame([{"op": "bmm", "B": B, "M": 64, "N": 64, "K": 64, "mem_bw_gbps": 1000,
+                                   "peak_gflops": 10000, "num_sm": 80, "l2_mb": 40, "mem_gb": 16, "freq_mhz": 1400,
+                                   "cores_per_sm": 64}])
+    assert p.predict(row(2)) == pytest.approx([2.0], rel=1e-5)                  # every input at its mean: z = 0
+    assert p.predict(row(2 * np.e ** 2)) == pytest.approx([2 * np.e], rel=1e-5)  # z_B = (log B - log 2) / 2 = 1

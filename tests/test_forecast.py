@@ -119,10 +119,12 @@ def test_summarize_hand_case():
 def test_sweep_matches_single_forecasts():
     devs = [load_device(L4), load_device(H100)]
     sw = forecast_sweep(GPT2, devs, [4, 8], 1024, "inference", method="roofline")
-    assert len(sw) == 4
-    one = forecast(GPT2, devs[1], 8, 1024, "inference", method="roofline")
-    row = sw[(sw.device == devs[1].name) & (sw.batch == 8)].iloc[0]
-    assert row["latency_ms"] == pytest.approx(one["latency_ms"])
+    assert len(sw) == 4 and sw.latency_ms.nunique() == 4
+    for dev in devs:        # every (device, batch) row, not only the last one the sweep wrote
+        for batch in (4, 8):
+            one = forecast(GPT2, dev, batch, 1024, "inference", method="roofline")
+            row = sw[(sw.device == dev.name) & (sw.batch == batch)].iloc[0]
+            assert row["latency_ms"] == pytest.approx(one["latency_ms"])
 
 
 def test_fused_forecast_folds_and_sweep_agrees():

@@ -44,6 +44,11 @@ def test_cli_predicts_for_a_device_without_measurements(device, tiny_config, tmp
     assert list(pred.columns) == [*KERNELS.columns, "pred_ms"]
     assert list(pred["note"]) == list("abcdef")
     assert np.all(np.isfinite(pred["pred_ms"]) & (pred["pred_ms"] > 0))
+    # each row's prediction is that kernel's own: the same as predicting it alone
+    dev, cfg = load_device(device), {c: TINY for c in ("BMM", "FC", "EW", "SOFTMAX", "LN")}
+    alone = [predict_kernels(KERNELS.rename(columns={"OPName": "op"}).iloc[[i]], dev, cfg_by_class=cfg)[0]
+             for i in range(len(KERNELS))]
+    assert pred["pred_ms"].to_numpy() == pytest.approx(alone, rel=1e-6)
     # L4's balance (31334 / 300 FLOP/byte) is outside the training GPUs'; H200's is inside
     assert ("warning: NVIDIA L4's machine balance (104.4 FLOP/byte)" in r.stderr) == (device == L4)
 

@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from lib import paths, predictors as P, selection
-from lib.baselines import fit_li
 from lib.data import OP_CLASSES
 
 TINY = {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}
@@ -96,12 +95,6 @@ def test_bad_config_names_the_key():
         P.make_config({"layerz": 2})
     with pytest.raises(P.PredictorError, match="op_class"):
         P.input_names("CONV")
-
-
-def test_li_fit_recovers_a_line():
-    flops = np.array([1e6, 1e7, 1e8, 1e9])
-    a, b = fit_li(flops, 2e-9 * flops + 0.01)
-    assert a == pytest.approx(2e-9) and b == pytest.approx(0.01)
 
 
 def test_leave_one_gpu_out_and_no_validation(tmp_path, monkeypatch):

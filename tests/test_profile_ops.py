@@ -34,9 +34,9 @@ def test_dataset_dims_files_parse():
     for op in ("bmm", "linear", "add", "ln"):
         for split in ("train", "test"):
             path = P.dataset_dims_file(op, split)
-            if path.is_file():
-                shapes = P.read_dims(path, P.dims_of(op))
-                assert len(shapes) > 100
+            assert path.is_file(), path
+            shapes = P.read_dims(path, P.dims_of(op))
+            assert len(shapes) > 100
 
 
 def test_dims_of():

@@ -63,6 +63,14 @@ def test_perop_summary_with_intervals():
                  dict(method=method, split="in-distribution", op_class="BMM", mape_pct=ind)]
     ci = pd.DataFrame([dict(method=report.SPEC, split="OOD", op_class="BMM", ci_low_pct=14.5, ci_high_pct=15.5,
                             vs_paper="above")])
+    rows += [dict(method=m, split=split, op_class="FC", mape_pct=v) for m, split, v in
+             [(report.SPEC, "OOD", 10.0), (report.ORACLE, "OOD", 11.0), (report.PAPER, "OOD", 13.0),
+              (report.SPEC, "in-distribution", 12.0), (report.PAPER, "in-distribution", 14.0)]]
     s = report.perop_summary(pd.DataFrame(rows), ci)
+    numbers = ["OOD, ours (spec-only tiles)", "OOD, ours (oracle tiles)", "OOD, paper (oracle tiles)",
+               "in-dist., ours (spec-only tiles)", "in-dist., paper"]
+    assert s.loc["BMM", numbers].astype(float).tolist() == [15, 16, 14, 20, 22]   # each method in its own column
+    assert s.loc["FC", numbers].astype(float).tolist() == [10, 11, 13, 12, 14]
+    assert s.loc["FC", "OOD below the paper"] == "yes"
     assert s.loc["BMM", "OOD below the paper"] == "**no**"
     assert s.loc["BMM", "OOD 95% CI, ours"] == "14.5 to 15.5" and s.loc["BMM", "CI vs the paper"] == "above"

@@ -72,3 +72,12 @@ def test_features_on_dataset_are_finite():
     df = load_kernels(devices="Tesla T4")
     out = add_features(df)
     assert np.isfinite(out[list(FEATURES)].to_numpy()).all()
+
+
+def test_vector_ops_use_the_vector_peak():
+    from lib.roofline import peak_for_op
+    spec = dict(num_sm=1, mem_bw_gbps=1e6, peak_gflops=2e4, peak_vec_gflops=1e4, l2_mb=1.0, mem_gb=1.0)
+    df = pd.DataFrame([dict(op=op, B=1000.0, M=1000.0, N=1000.0, K=1000.0, H=1000.0, **spec) for op in ("bmm", "gelu")])
+    assert peak_for_op(df).tolist() == [2e4, 1e4]
+    # gelu over 1000 x 1000 elements: 1e7 FLOP; at 1e6 GB/s it is compute-bound, at the VECTOR peak of 1e4 GFLOP/s
+    assert add_roofline(df)["roofline_ms"].iloc[1] == pytest.approx(1e7 / 1e13 * 1e3)

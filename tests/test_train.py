@@ -48,3 +48,22 @@ def test_bad_thread_setting_names_the_variable(monkeypatch, raw):
     monkeypatch.setenv("NEUSIGHT_TRAIN_THREADS", raw)
     with pytest.raises(ValueError, match="NEUSIGHT_TRAIN_THREADS"):
         train._train_threads()
+
+
+def test_fit_keeps_the_best_validation_weights_and_stops_after_patience():
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.normal(size=(512, 4)).astype(np.float32))
+    y = torch.from_numpy(np.exp(rng.normal(size=512)).astype(np.float32))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    predict = lambda m, b: torch.exp(m(b["x"]).squeeze(-1))
+    cfg = train.TrainConfig(epochs=60, patience=2, batch_size=64, lr=0.3, val_fraction=0.3)   # lr high: it overfits fast
+    h = train.fit(model, predict, {"x": x}, y, np.arange(512), cfg)
+    val_losses = [r["val_loss"] for r in h["history"]]
+    _, val_idx = train.split_indices(np.arange(512), 0.3, 0)
+    with torch.no_grad():
+        returned = train.relative_error_loss(predict(model, {"x": x[val_idx]}), y[val_idx]).item()
+    # the model handed back is the best epoch's, not the last one's
+    assert returned == pytest.approx(min(val_losses), rel=1e-5) and h["best_val_loss"] == pytest.approx(min(val_losses))
+    # and training stopped `patience` epochs after that best epoch
+    assert h["epochs_run"] < cfg.epochs and h["epochs_run"] == int(np.argmin(val_losses)) + 1 + cfg.patience
