@@ -79,3 +79,12 @@ def test_habitat_prediction_is_finite_on_an_unseen_cores_per_sm(monkeypatch):
     assert baselines.habitat_predict(_bmm_row(128)) == pytest.approx([2.0], rel=1e-5)
     # B = 2e300: z_B = log(1e300) ~ 691, far past MAX_LOG_MS = log(1e12), so the cap applies
     assert baselines.habitat_predict(_bmm_row(64, B=2e300)) == pytest.approx([1e12], rel=1e-5)
+
+
+def test_li_predicts_a_training_gpu_from_its_own_line():
+    gpu = "Tesla T4"
+    a, b = baselines.li_coefficients(gpu)["bmm"]
+    assert a > 0
+    row = pd.DataFrame({"op": ["bmm"], "B": [2.0], "M": [64.0], "N": [128.0], "K": [256.0], "H": [np.nan]})
+    # bmm [B, M, N] @ [B, N, K]: 2 * B * M * N * K FLOP
+    assert baselines.li_predict(row, gpu)[0] == pytest.approx(a * 2 * 2 * 64 * 128 * 256 + b)

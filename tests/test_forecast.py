@@ -208,3 +208,11 @@ def test_calibration_reads_only_training_gpus(monkeypatch):
 def test_summarize_nan_propagates():
     t = pd.DataFrame({"phase": ["fw", "fw"], "total_ms": [1.0, np.nan], "count": [1, 1]})
     assert np.isnan(summarize(t)["latency_ms"])
+
+
+def test_apply_calibration_by_hand():
+    from lib.forecast import apply_calibration
+    table = pd.DataFrame({"phase": ["fw", "fw", "bw"], "op": ["linear", "add", "linear"], "total_ms": [4.0, 3.0, 1.0]})
+    # forward FC x 0.5, backward x 2, forward EW has no factor (1)
+    out = apply_calibration(table, {"FC": 0.5, "bw": 2.0})
+    assert out["total_ms"].tolist() == [2.0, 3.0, 2.0] and out["raw_ms"].tolist() == [4.0, 3.0, 1.0]

@@ -190,6 +190,10 @@ def test_selection_candidates_and_curves(tmp_path, monkeypatch):
         assert {n[:-5] for n in trial} == {selection.AMENDMENT2_UNSEEN_CHOICE[c][0], selection.AMENDMENT2_KNOWN_CHOICE[c][0]}
         assert all(cfg == {**P.CANDIDATES[c][n[:-5]], "batch_size": 256} for n, cfg in trial.items())
         assert selection.TRIAL_KNOWN_CONFIGS[c]["device_factors"] and "device_factors" not in selection.TRIAL_DEFAULT_CONFIGS[c]
+        # what the CLIs train: the chosen config, retrained on all five GPUs (no validation split) for E epochs
+        for final, chosen, factors in ((P.DEFAULT_CONFIGS[c], P.SELECTED[c], False), (P.KNOWN_CONFIGS[c], P.KNOWN_SELECTED[c], True)):
+            assert final["validation"] == "none" and final["epochs"] == final["patience"] == chosen["epochs"]
+            assert tuple(final["features"]) == tuple(chosen["features"]) and final.get("device_factors", False) == factors
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cur = selection_curves("LN", {**TINY, "epochs": 2, "patience": 2, "ensemble": 2}, holdouts=["Tesla T4"])
     assert set(cur["run"]) == {"Tesla T4", "shapes"} and set(cur["seed"]) == {0, 1}

@@ -81,3 +81,11 @@ def test_vector_ops_use_the_vector_peak():
     assert peak_for_op(df).tolist() == [2e4, 1e4]
     # gelu over 1000 x 1000 elements: 1e7 FLOP; at 1e6 GB/s it is compute-bound, at the VECTOR peak of 1e4 GFLOP/s
     assert add_roofline(df)["roofline_ms"].iloc[1] == pytest.approx(1e7 / 1e13 * 1e3)
+
+
+def test_softmax_block_flag_switches_above_1024():
+    from lib.tiles import SOFTMAX_WARP_MAX_H
+    rows = pd.DataFrame([dict(op="softmax", B=64.0, M=np.nan, N=np.nan, K=np.nan, H=h, **A100) for h in (1024.0, 1025.0)])
+    out = add_features(rows)
+    assert SOFTMAX_WARP_MAX_H == 1024     # PyTorch: softmax_warp_forward up to 1024 elements per row
+    assert out["f_softmax_block"].tolist() == [0.0, 1.0]
