@@ -153,6 +153,25 @@ def logo_table(op_class: str, cfg: dict, holdouts=None, spec_tiles: bool = False
     return pd.DataFrame(rows)
 
 
+def hold_mem_evidence(candidates: dict, choice: dict, classes=("EW", "SOFTMAX", "LN"),
+                      fold: str = "Tesla P100-PCIE-16GB") -> pd.DataFrame:
+    """Amendment 5's evidence (lib.selection): per class, MAPE (%) on `fold`'s training rows of the chosen
+    candidate trained without that GPU, with f_mem's memory term as is and held to the other GPUs' range.
+    The P100 fold is the only one where the hold acts. Never reads OOD GPUs."""
+    from .predictors import train_predictor, training_table
+    rows = []
+    for c in classes:
+        cfg = {**candidates[c][choice[c][0]], "validation": fold}
+        feat = training_table(c, cfg.get("max_rows"), cfg.get("seed", 0))
+        held = feat[(feat["device"] == fold).to_numpy()]
+        row = {"op_class": c, "config": choice[c][0], "fold": fold, "rows": len(held)}
+        for hold, col in ((False, "mape_as_is"), (True, "mape_held")):
+            row[col] = mape(train_predictor(c, {**cfg, "hold_mem": hold}).predict(held), held["latency_ms"])
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    return out.assign(adopt=out["mape_held"] <= out["mape_as_is"])
+
+
 def _raw(feat: pd.DataFrame, raw_cols) -> pd.DataFrame:
     """The kernel-table columns of a featured table (what the tile rules start from)."""
     return feat[[c for c in feat.columns if c in raw_cols]].reset_index(drop=True)

@@ -13,7 +13,9 @@ error, AdamW), cached under build/predictors/ by a hash of data, config and code
 chosen on the training GPUs only (lib.selection): DEFAULT_CONFIGS forecast GPUs never trained on;
 KNOWN_CONFIGS, whose models also learn one efficiency per training GPU (device_efficiency),
 forecast the training GPUs themselves. Config key `overhead` (lib.overhead) adds a learned fixed
-time per kernel to the formula: a variant kept beside the defaults, not one of them.
+time per kernel to the formula: a variant kept beside the defaults, not one of them. Config key `hold_mem`
+(amendment 5, on in DEFAULT_CONFIGS for EW, SOFTMAX, LN) holds f_mem's memory-per-SM term at prediction time
+inside the range of the GPUs the model learned from (lib.utilization.hold_mem_term).
 """
 from __future__ import annotations
 
@@ -40,8 +42,8 @@ from .selection import (CANDIDATES, DEFAULT_CONFIGS, KNOWN_CONFIGS, KNOWN_SELECT
                         LOGO_ONLY_CONFIGS, LOGO_SELECTED, SELECTED)
 from .train import TrainConfig
 from .utilization import (PredictorError, UtilizationMLP, _predict_ms, _tensors,  # noqa: F401 (re-exported)
-                          alpha_beta, device_efficiency, device_index, input_names, latency_ms, model_inputs,
-                          utilization)
+                          alpha_beta, device_efficiency, device_index, hold_mem_term, input_names, latency_ms,
+                          learned_mem_per_sm_gb, model_inputs, utilization)
 
 SHAPE_COLS = ("op", "B", "M", "N", "K", "H")
 
@@ -60,6 +62,7 @@ class NeuSightPredictor:
     info: dict
     members: tuple = ()   # further predictors (other seeds) of an ensemble: latencies averaged
     overhead: str | None = None   # lib.overhead: 'isolated' adds the learned t0, 'hidden' leaves it out
+    mem_per_sm_gb: tuple | None = None   # amendment 5: f_mem's memory term held to this range (GB per SM)
 
     def inputs(self, feat: pd.DataFrame) -> np.ndarray:
         """Standardized model inputs, each clipped to its training range first.
@@ -68,6 +71,8 @@ class NeuSightPredictor:
         utilization of the nearest trained kernels (e.g. the largest ones, whose utilization
         has saturated), which is what the wave model expects of ever larger kernels.
         """
+        if self.mem_per_sm_gb is not None and "f_mem" in self.features:
+            feat = hold_mem_term(feat, self.mem_per_sm_gb)
         x = np.clip(model_inputs(feat, self.op_class, self.features), self.lo, self.hi)
         return ((x - self.mean) / self.std).astype(np.float32)
 
@@ -110,16 +115,17 @@ def largest_rows(feat: pd.DataFrame, share: float = LARGEST_SHARE) -> np.ndarray
 
 
 def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | None]:
-    """(TrainConfig, max_rows, features, validation, device_factors, overhead) from a TrainConfig or
+    """(TrainConfig, max_rows, features, validation, device_factors, overhead, hold_mem) from a TrainConfig or
     a dict of its fields plus the optional `max_rows` (seeded subsample), `features` (subset of
     lib.features.FEATURES), `device_factors` (bool: learn one efficiency per training GPU),
-    `overhead` (lib.overhead: None, or 'isolated' / 'hidden' to learn a fixed time per kernel) and
+    `overhead` (lib.overhead: None, or 'isolated' / 'hidden' to learn a fixed time per kernel),
+    `hold_mem` (bool, amendment 5: predictions hold f_mem's memory term to the learned GPUs' range) and
     `validation`: 'shapes' (early stopping on held-out shapes of the training GPUs),
     'none' (train on every row for `epochs`, keep the last weights), 'largest' (as 'none', without
     each GPU's largest rows: `largest_rows`, which score size extrapolation) or a training GPU's name
     (leave-one-GPU-out: train on the other four, early stopping on that GPU's rows)."""
     if isinstance(cfg, TrainConfig):
-        return cfg, None, FEATURES, "shapes", False, None
+        return cfg, None, FEATURES, "shapes", False, None, False
     cfg = dict(cfg or {})
     max_rows = cfg.pop("max_rows", None)
     features = tuple(cfg.pop("features", FEATURES))
@@ -127,6 +133,9 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     ensemble = cfg.pop("ensemble", 1)
     device_factors = cfg.pop("device_factors", False)
     overhead = cfg.pop("overhead", None)
+    hold_mem = cfg.pop("hold_mem", False)
+    if not isinstance(hold_mem, bool):
+        raise PredictorError(f"hold_mem must be true or false, got {hold_mem!r}")
     if overhead not in (None, *OVERHEADS):
         raise PredictorError(f"overhead must be null or one of {OVERHEADS}, got {overhead!r}")
     if not isinstance(device_factors, bool):
@@ -141,9 +150,9 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise PredictorError(f"unknown predictor config key(s) {unknown}; known: {sorted(known)}, "
-                             f"max_rows, features, validation, ensemble, device_factors, overhead")
+                             f"max_rows, features, validation, ensemble, device_factors, overhead, hold_mem")
     return (TrainConfig(**cfg), (int(max_rows) if max_rows is not None else None), features, validation,
-            device_factors, overhead)
+            device_factors, overhead, hold_mem)
 
 
 def training_table(op_class: str, max_rows: int | None = None, seed: int = 0) -> pd.DataFrame:
@@ -197,7 +206,7 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
                 "best_epoch": float(np.median([p.info["best_epoch"] for p in ps])),
                 "cached": all(p.info["cached"] for p in ps), "ensemble": n}
         return replace(ps[0], info=info, members=tuple(ps[1:]))
-    cfg, max_rows, features, validation, device_factors, overhead = make_config(cfg)
+    cfg, max_rows, features, validation, device_factors, overhead, hold_mem = make_config(cfg)
     names = input_names(op_class, features)
     n_devices = len(TRAIN_GPUS_NVIDIA) if device_factors else 0
     # 'isolated' and 'hidden' train the same model (they differ only in what predict adds)
@@ -250,7 +259,8 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     model.load_state_dict(state["model"])
     model.eval()
     mean, std, x_min, x_max = (state[k].numpy() for k in ("mean", "std", "x_min", "x_max"))
-    return NeuSightPredictor(op_class, cfg, features, model, mean, std, x_min, x_max, info, overhead=overhead)
+    return NeuSightPredictor(op_class, cfg, features, model, mean, std, x_min, x_max, info, overhead=overhead,
+                             mem_per_sm_gb=learned_mem_per_sm_gb(validation) if hold_mem else None)
 
 
 _LOADED: dict = {}

@@ -30,6 +30,23 @@ def input_names(op_class: str, features=FEATURES) -> list[str]:
     return [*features, *([f"op_{op}" for op in EW_OPS] if op_class == "EW" else [])]
 
 
+# Amendment 5 (lib.selection): memory capacity decides no kernel's time, yet f_mem = log(wave_bytes /
+# mem_size_per_sm) carries it, and the five training GPUs span only 0.29-0.40 GB per SM, so no model could learn
+# what more memory does. A forecast holds that term inside the range of the GPUs its model learned from:
+#   f_mem' = f_mem + log(m / clip(m, m_min, m_max)),   m = mem_gb / num_sm   [GB per SM]
+def hold_mem_term(feat: pd.DataFrame, mem_per_sm_gb: tuple[float, float]) -> pd.DataFrame:
+    """feat with f_mem's memory-per-SM term clipped to (min, max) GB per SM (notebook 04, amendment 5)."""
+    m = feat["mem_gb"].to_numpy(float) / feat["num_sm"].to_numpy(float)
+    return feat.assign(f_mem=feat["f_mem"].to_numpy(float) + np.log(m / np.clip(m, *mem_per_sm_gb)))
+
+
+def learned_mem_per_sm_gb(validation: str) -> tuple[float, float]:
+    """(min, max) memory per SM (GB) of the training GPUs a model learns from; a LOGO fold's held-out GPU is left out."""
+    from .devices import device_by_name
+    per_sm = [d.mem_gb / d.num_sm for d in map(device_by_name, TRAIN_GPUS_NVIDIA) if d.name != validation]
+    return min(per_sm), max(per_sm)
+
+
 def model_inputs(feat: pd.DataFrame, op_class: str, features=FEATURES) -> np.ndarray:
     """(rows, inputs) float32 from a table that went through lib.features.add_features."""
     cols = [feat[f].to_numpy(dtype=np.float64) for f in features]

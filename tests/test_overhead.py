@@ -53,6 +53,6 @@ def test_isolated_and_hidden_share_one_model_and_differ_by_t0(tmp_path, monkeypa
 def test_bad_overhead_names_the_key():
     with pytest.raises(P.PredictorError, match="overhead"):
         P.make_config({"overhead": "always"})
-    assert P.make_config({"overhead": "hidden"})[-1] == "hidden"
+    assert P.make_config({"overhead": "hidden"})[5] == "hidden"
     cfgs = with_overhead({"LN": {"layers": 1}, "EW": {"layers": 2}}, "isolated")
     assert cfgs == {"LN": {"layers": 1, "overhead": "isolated"}, "EW": {"layers": 2, "overhead": "isolated"}}

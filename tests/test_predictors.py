@@ -268,3 +268,27 @@ def test_tile_rule_table_runs_each_rule(tmp_path, monkeypatch):
     held = set(map(tuple, feat.iloc[val][["B", "M", "N", "K"]].to_numpy(float)))
     seen = set(map(tuple, fitted[1].query("op == 'linear'")[["B", "M", "N", "K"]].to_numpy(float)))
     assert len(val) == shapes_rows and held and not held & seen
+
+
+def test_hold_mem_term_by_hand():
+    from lib.utilization import hold_mem_term, learned_mem_per_sm_gb
+    feat = pd.DataFrame({"mem_gb": [80.0, 8.0, 30.0], "num_sm": [100.0, 100.0, 100.0], "f_mem": [1.0, 1.0, 1.0]})
+    # 0.8 GB per SM held to 0.4: f_mem + log(0.8 / 0.4); 0.08 held up to 0.2: f_mem + log(0.08 / 0.2); 0.3: as is
+    assert hold_mem_term(feat, (0.2, 0.4))["f_mem"].tolist() == pytest.approx([1 + np.log(2), 1 + np.log(0.4), 1.0])
+    assert learned_mem_per_sm_gb("none") == pytest.approx((8 / 40, 32 / 80))   # P4's and V100's spec sheets
+    assert learned_mem_per_sm_gb("Tesla P4")[0] == pytest.approx(16 / 56)      # P100's, once P4 is held out
+
+
+def test_held_memory_term_makes_capacity_beyond_the_training_range_moot(tmp_path, monkeypatch):
+    import dataclasses
+    from lib.devices import device_by_name
+    from lib.kernels import predict_kernels
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    h100 = device_by_name("NVIDIA H100 80GB HBM3")
+    more_memory = dataclasses.replace(h100, mem_gb=141.0)
+    shapes = pd.DataFrame({"op": ["ln", "ln"], "B": [4096.0, 64.0], "H": [1024.0, 4096.0]})
+    for hold in (False, True):
+        cfg = {"LN": {**TINY, "epochs": 2, "features": P.FEATURES, "hold_mem": hold}}
+        a, b = (predict_kernels(shapes, d, cfg_by_class=cfg) for d in (h100, more_memory))
+        # as is, f_mem reads the capacity; held, both GPUs sit above the learned range and get the same forecast
+        assert (a == pytest.approx(b)) == hold
