@@ -16,7 +16,7 @@ _BASE = {"layers": 4, "width": 128, "epochs": 40, "batch_size": 1024, "lr": 2e-3
 # LOGO-only choices per class (mean held-out-GPU MAPE over the five folds, oracle tiles; recomputed
 # in notebook 04): input features (f_mem / f_l2 dropped where LOGO preferred it), learning rate,
 # seeds averaged (ensemble), and epochs = the median over the folds of the epoch with the best
-# held-out-GPU error. GEMMs stay single models: the autotuner scores 14 tiles per kernel, and a
+# held-out-GPU error. GEMMs stay single models: the autotuner scores every candidate tile per kernel, and a
 # 3-seed ensemble did not help FC in LOGO.
 _F3 = ("f_flops", "f_bytes", "f_intensity")
 LOGO_SELECTED = {
@@ -30,8 +30,9 @@ LOGO_SELECTED = {
 # tiles, OOD MAPE %: BMM 16.3, FC 15.7, EW 50.0, SOFTMAX 23.7, LN 35.1). Motivation, from the
 # training GPUs only: LOGO alone under-fits -- EW's in-distribution error went 1.8 -> 25.9 % with
 # 3 features / 7 epochs, FC was chosen at 1 epoch, and the training GPUs' own end-to-end labels show
-# EW kernels over-predicted 1.3-1.7x on P100, T4, V100 and A100-40GB; the EW LOGO mean is dominated
-# by the A100 fold (the only held-out GPU with a large L2, an extrapolation no other fold asks for).
+# EW kernels over-predicted 1.3-1.7x on P100, T4, V100 and A100-40GB; the EW LOGO mean looked dominated
+# by the A100 fold (the only held-out GPU with a large L2, an extrapolation no other fold asks for) -- the
+# recomputed LOGO table of notebook 04 does not bear this out (P100's and V100's EW folds are as high).
 # Amended criterion (training GPUs only, never OOD; lib.perop.selection_table): per candidate
 # config (the LOGO choice, all five features, the five without f_mem; lr and ensemble kept) and
 # epoch count E in {median LOGO-fold best epoch, held-out-shape best epoch, their geometric mean}:
@@ -132,7 +133,8 @@ KNOWN_CONFIGS = _final(KNOWN_SELECTED)     # forecasts for the five training GPU
 # ones included, and after a scratch what-if of that session's predecessor had set A100-80GB's memory to
 # 8-40 GB in its forecasts (OOD MAPE: LN 10.8 -> 5.1-7.1, softmax 17.3 -> 14.3-15.0, EW 7.9 -> 8.6-9.2).
 # Motivation, label-free: notebook 04's spec-dominance check found that raising the H100's memory capacity
-# alone, which decides no kernel's time, slows nearly every EW, softmax and LN forecast, through f_mem =
+# alone, which decides no kernel's time, slows many EW, softmax and LN forecasts (nearly every such launch in
+# notebook 05's models; 49-84% of notebook 04's held-out shapes), through f_mem =
 # log(wave_bytes / mem_size_per_sm). The five training GPUs span 0.20-0.40 GB of memory per SM, so no model can
 # learn what more memory per SM does; H100, A100-80GB and H200 have 0.61-1.07. Change: a forecast holds that term
 # inside the range of the GPUs its model learned from (lib.utilization.hold_mem_term; no model is retrained).
@@ -156,15 +158,17 @@ BLOCK_CONTROL_CONFIGS = _final(_chosen(CANDIDATES, {**UNSEEN_CHOICE, "SOFTMAX": 
 # been seen, and after one exploratory run had shown a SOFTMAX model trained 4x longer at OOD 18.0 %
 # (vs 22.0). Evidence, training GPUs only: all 10 choices above stopped at epoch 37-40 of the 40-epoch
 # search (held-out-shape error still falling); SOFTMAX (9,465 training rows) and LN (7,660) take only
-# 7-8 optimizer steps per epoch at batch 1024. Trial: one more candidate per class and protocol, the
+# about 8-10 optimizer steps per epoch at batch 1024. Trial: one more candidate per class and protocol, the
 # batch-256 version of that protocol's winner above ('<name>_b256': 4x the optimizer steps in 40
 # epochs), scored by the unchanged criteria (notebook 04 recomputes them, table 04-trial-b256-selection):
 #   unseen-GPU: BMM wave_l2_b256 E=40 24.7 (vs 24.9), FC no_f_mem_b256 E=10 30.4 (vs 30.6),
 #               EW wave_l2_b256 E=9 11.9 (vs 12.3), LN wave_l2_b256 E=40 16.4 (vs 18.2); SOFTMAX keeps wave_l2
 #   known-GPU:  every class's wave_l2_b256 (held-out shapes BMM 13.4, FC 13.0, EW 1.4, SOFTMAX 6.6, LN 3.3)
 # Not adopted, and that decision was made AFTER its OOD numbers had been seen (notebook 04 recomputes
-# them): OOD MAPE BMM 33.3 (vs 15.7), LN 17.3 (vs 10.8), FC/EW/SOFTMAX within 0.1; in-distribution
-# (known-GPU) FC 26.5 (vs 24.3), LN 9.8 (vs 6.8), SOFTMAX 18.8 (vs 20.9). Most of its wins were by less
+# them): OOD MAPE BMM 33.3 (vs 15.7), LN 17.3 (vs 10.8), FC/EW within 0.1; in-distribution (known-GPU)
+# FC 26.5 (vs 24.3), LN 9.8 (vs 6.8). Its softmax models are amendment 2's, which amendment 4 later replaced
+# (OOD 22.0, in-distribution 18.8, against 17.3 and 16.0 adopted since; at the time, against amendment 2's
+# 22.0 and 20.9: unchanged OOD, better in-distribution). Most of its wins were by less
 # than half a point of the criterion, which did not carry over to larger shapes or other GPUs.
 TRIAL_CANDIDATES = {c: {f"{n}_b256": {**CANDIDATES[c][n], "batch_size": 256}
                         for n in dict.fromkeys((AMENDMENT2_UNSEEN_CHOICE[c][0], AMENDMENT2_KNOWN_CHOICE[c][0]))}
@@ -183,8 +187,8 @@ TRIAL_KNOWN_CONFIGS = _final(_chosen(_ALL, TRIAL_KNOWN_CHOICE, device_factors=Tr
 # in a later session AFTER every number above, OOD and end-to-end ones included, had been seen, and
 # after scratch runs of this very variant: it is chosen by no selection run, and is kept beside
 # the default rather than instead of it. Motivation: the kernel dataset's B-series cross B = 0 at
-# 17-50 us, a fixed time the wave formula cannot express; notebook 05's short-kernel section finds
-# that time missing inside a model run.
+# 17-59 us (133 us for T4's batched matmuls), a fixed time the wave formula cannot express; notebook
+# 05's short-kernel section finds that time missing inside a model run.
 def with_overhead(configs: dict, overhead: str) -> dict:
     """{class: config} with the learned per-kernel time switched on ('isolated' or 'hidden', lib.overhead)."""
     return {c: {**cfg, "overhead": overhead} for c, cfg in configs.items()}
