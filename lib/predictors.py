@@ -114,7 +114,7 @@ def largest_rows(feat: pd.DataFrame, share: float = LARGEST_SHARE) -> np.ndarray
     return bound_ms > cut
 
 
-def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | None]:
+def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | None, bool]:
     """(TrainConfig, max_rows, features, validation, device_factors, overhead, hold_mem) from a TrainConfig or
     a dict of its fields plus the optional `max_rows` (seeded subsample), `features` (subset of
     lib.features.FEATURES), `device_factors` (bool: learn one efficiency per training GPU),

@@ -31,7 +31,7 @@ def input_names(op_class: str, features=FEATURES) -> list[str]:
 
 
 # Amendment 5 (lib.selection): memory capacity decides no kernel's time, yet f_mem = log(wave_bytes /
-# mem_size_per_sm) carries it, and the five training GPUs span only 0.29-0.40 GB per SM, so no model could learn
+# mem_size_per_sm) carries it, and the five training GPUs span only 0.20-0.40 GB per SM, so no model could learn
 # what more memory does. A forecast holds that term inside the range of the GPUs its model learned from:
 #   f_mem' = f_mem + log(m / clip(m, m_min, m_max)),   m = mem_gb / num_sm   [GB per SM]
 def hold_mem_term(feat: pd.DataFrame, mem_per_sm_gb: tuple[float, float]) -> pd.DataFrame:
