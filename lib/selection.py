@@ -1,7 +1,7 @@
 """The selection protocol's choices of NeuSight predictor configs, and the defaults they give (notebook 04).
 
-Every choice here was made on the five training GPUs only (lib.perop.logo_table,
-lib.perop.selection_table); OOD GPUs are never read to choose. lib.predictors trains what these
+Every choice here was made on the five training GPUs only (lib.protocol.logo_table,
+lib.protocol.selection_table); OOD GPUs are never read to choose. lib.predictors trains what these
 configs say; notebook 04 recomputes every score quoted below.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from .features import FEATURES
 
 # Selection protocol (notebook 04), first version: every choice was made by leave-one-GPU-out
 # (LOGO) validation among the five training GPUs -- train on four, early-stop on and score the
-# fifth, rotate over all five (lib.perop.logo_table) -- never on OOD GPUs. The search config:
+# fifth, rotate over all five (lib.protocol.logo_table) -- never on OOD GPUs. The search config:
 _BASE = {"layers": 4, "width": 128, "epochs": 40, "batch_size": 1024, "lr": 2e-3, "patience": 10}
 # LOGO-only choices per class (mean held-out-GPU MAPE over the five folds, oracle tiles; recomputed
 # in notebook 04): input features (f_mem / f_l2 dropped where LOGO preferred it), learning rate,
@@ -33,7 +33,7 @@ LOGO_SELECTED = {
 # EW kernels over-predicted 1.3-1.7x on P100, T4, V100 and A100-40GB; the EW LOGO mean looked dominated
 # by the A100 fold (the only held-out GPU with a large L2, an extrapolation no other fold asks for) -- the
 # recomputed LOGO table of notebook 04 does not bear this out (P100's and V100's EW folds are as high).
-# Amended criterion (training GPUs only, never OOD; lib.perop.selection_table): per candidate
+# Amended criterion (training GPUs only, never OOD; lib.protocol.selection_table): per candidate
 # config (the LOGO choice, all five features, the five without f_mem; lr and ensemble kept) and
 # epoch count E in {median LOGO-fold best epoch, held-out-shape best epoch, their geometric mean}:
 #   score = (mean over the 5 LOGO folds of held-out-GPU MAPE after E epochs
@@ -76,7 +76,7 @@ AMENDMENT2_UNSEEN_CHOICE = {"BMM": ("logo_choice", 40), "FC": ("no_f_mem", 37), 
 #     data), so their model learns one efficiency per training GPU (device_factors,
 #     lib.predictors.device_efficiency) and is chosen on held-out shapes of the training GPUs alone:
 #     per candidate above (with device factors), score = lowest seed-mean held-out-shape MAPE over
-#     epochs 1..40 (lib.perop.known_gpu_selection_table, notebook 04 table 04-known-gpu-selection).
+#     epochs 1..40 (lib.protocol.known_gpu_selection_table, notebook 04 table 04-known-gpu-selection).
 #     Evidence, training GPUs only: with the same spec-derived features, amendment 1's FC model is
 #     off by more than 20% in opposite directions on T4 and on P4/V100 training rows (spec sheets
 #     misstate sustained clocks differently per GPU), which only a per-GPU term can absorb. A GPU
@@ -139,7 +139,7 @@ KNOWN_CONFIGS = _final(KNOWN_SELECTED)     # forecasts for the five training GPU
 # learn what more memory per SM does; H100, A100-80GB and H200 have 0.61-1.07. Change: a forecast holds that term
 # inside the range of the GPUs its model learned from (lib.utilization.hold_mem_term; no model is retrained).
 # Rule, written before any number of the change was computed: per class reading f_mem (EW, SOFTMAX, LN), adopt
-# iff its MAPE on the held-out GPU of the P100 LOGO fold (lib.perop.hold_mem_evidence) is not higher with the hold.
+# iff its MAPE on the held-out GPU of the P100 LOGO fold (lib.protocol.hold_mem_evidence) is not higher with the hold.
 # The rule assumed P100 (0.29 GB/SM) lies outside the other four GPUs' range; it does not (P4: 0.20), so the hold
 # acts on no fold and the MAPEs came out identical (notebook 04 recomputes them): all three classes are adopted by
 # the rule's letter, with no evidence from the training GPUs either way. On the training GPUs themselves nothing

@@ -120,7 +120,7 @@ def test_largest_rows_by_hand():
 
 
 def test_size_extrapolation_trains_without_the_largest_rows(tmp_path, monkeypatch):
-    from lib.perop import size_extrapolation
+    from lib.protocol import size_extrapolation
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cfg = {**TINY, "epochs": 2, "patience": 2}
     feat = P.training_table("SOFTMAX", TINY["max_rows"])
@@ -132,7 +132,7 @@ def test_size_extrapolation_trains_without_the_largest_rows(tmp_path, monkeypatc
 
 
 def test_logo_table_holds_out_each_gpu(tmp_path, monkeypatch):
-    from lib.perop import logo_table
+    from lib.protocol import logo_table
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     t = logo_table("SOFTMAX", {**TINY, "epochs": 2, "patience": 2}, holdouts=["Tesla P4", "Tesla T4"])
     assert list(t["held_out"]) == ["Tesla P4", "Tesla T4"]
@@ -159,7 +159,7 @@ def _curves():
 
 
 def test_combined_scores_by_hand():
-    from lib.perop import combined_scores
+    from lib.protocol import combined_scores
     t = combined_scores(_curves()).set_index("candidate")
     # best epochs: folds A 2, B 3, C 2 -> median 2; shapes 4; geometric mean sqrt(8) = 2.83 -> 3
     assert t["epochs"].to_dict() == {"logo_median_best": 2, "shapes_best": 4, "geometric_mean": 3}
@@ -175,7 +175,7 @@ def test_combined_scores_by_hand():
 
 
 def test_selection_candidates_and_curves(tmp_path, monkeypatch):
-    from lib.perop import selection_curves
+    from lib.protocol import selection_curves
     for c in OP_CLASSES:   # the LOGO choice is always a candidate; every run trains all epochs
         assert "logo_choice" in P.CANDIDATES[c]
         assert all(cfg["patience"] >= cfg["epochs"] for cfg in P.CANDIDATES[c].values())
@@ -226,7 +226,7 @@ def test_learned_device_factors_cover_the_trained_gpus(tmp_path, monkeypatch):
 
 
 def test_known_gpu_selection_runs_held_out_shapes_only(tmp_path, monkeypatch):
-    from lib.perop import known_gpu_selection_table, selection_curves
+    from lib.protocol import known_gpu_selection_table, selection_curves
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cfg = {**TINY, "epochs": 3, "patience": 3}
     cur = selection_curves("LN", {**cfg, "device_factors": True}, holdouts=())
@@ -240,7 +240,7 @@ def test_known_gpu_selection_runs_held_out_shapes_only(tmp_path, monkeypatch):
 
 
 def test_tile_rule_scores_by_hand():
-    from lib.perop import tile_rule_scores
+    from lib.protocol import tile_rule_scores
     t = pd.DataFrame({"op_class": "BMM", "rule": ["autotune"] * 3 + ["oracle"] * 3,
                       "run": ["Tesla P4", "Tesla T4", "shapes"] * 2, "mape_pct": [20, 30, 10, 40, 20, 6.0]})
     s = tile_rule_scores(t).set_index("rule")
@@ -250,15 +250,15 @@ def test_tile_rule_scores_by_hand():
 
 
 def test_tile_rule_table_runs_each_rule(tmp_path, monkeypatch):
-    from lib import perop, tile_choice
+    from lib import protocol, tile_choice
     from lib.train import split_indices
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     fitted = []
     real_fit = tile_choice.fit_tile_classifier
     monkeypatch.setattr(tile_choice, "fit_tile_classifier", lambda df, seed=0: fitted.append(df) or real_fit(df, seed))
     cfg = {**TINY, "epochs": 2, "patience": 2}
-    t = perop.tile_rule_table("FC", cfg, holdouts=["Tesla T4"])
-    assert set(t["run"]) == {"Tesla T4", "shapes"} and set(t["rule"]) == set(perop.TILE_RULES)
+    t = protocol.tile_rule_table("FC", cfg, holdouts=["Tesla T4"])
+    assert set(t["run"]) == {"Tesla T4", "shapes"} and set(t["rule"]) == set(protocol.TILE_RULES)
     assert np.isfinite(t[["mape_pct", "median_ratio"]]).all().all() and (t["rows"] > 0).all()
     # the LOGO fold's classifier never saw the held-out GPU; the shapes run's never saw a held-out shape
     assert "Tesla T4" not in set(fitted[0]["device"])
@@ -292,3 +292,14 @@ def test_held_memory_term_makes_capacity_beyond_the_training_range_moot(tmp_path
         a, b = (predict_kernels(shapes, d, cfg_by_class=cfg) for d in (h100, more_memory))
         # as is, f_mem reads the capacity; held, both GPUs sit above the learned range and get the same forecast
         assert (a == pytest.approx(b)) == hold
+
+
+def test_hold_mem_evidence_is_vacuous_on_the_p100_fold(tmp_path, monkeypatch):
+    # P100's 0.29 GB per SM lies inside the other four training GPUs' 0.20-0.40, so the hold changes nothing
+    # there (lib.selection, amendment 5): if a spec changed that, the amendment's evidence would need a new look
+    from lib.protocol import hold_mem_evidence
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cands = {c: {"tiny": {**TINY, "features": P.FEATURES}} for c in ("EW", "LN")}
+    ev = hold_mem_evidence(cands, {c: ("tiny", 1) for c in cands}, classes=("EW", "LN"))
+    assert (ev["rows"] > 0).all() and ev["adopt"].all()
+    assert ev["mape_held"].tolist() == pytest.approx(ev["mape_as_is"].tolist())
