@@ -39,9 +39,9 @@ SHAPE_COLS = ["op", "B", "M", "N", "K", "H", "bytes"]
 METHODS = ("neusight", "roofline", "habitat", "li")
 CALIBRATION_CACHE = paths.CACHE / "calibration"
 # Modules whose source decides a NeuSight prediction or the calibration fit (cache key).
-_CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "features.py", "tiles.py",
-                     "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py", "fusion.py",
-                     "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py")
+_CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "utilization.py", "selection.py", "devices.py",
+                     "features.py", "tiles.py", "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py",
+                     "fusion.py", "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py")
 
 
 def predict_table(kernels: pd.DataFrame, device: Device, method: str = "neusight", tiles: str = "spec",
