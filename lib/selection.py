@@ -145,8 +145,9 @@ KNOWN_CONFIGS = _final(KNOWN_SELECTED)     # forecasts for the five training GPU
 # the rule's letter, with no evidence from the training GPUs either way. On the training GPUs themselves nothing
 # changes. Notebook 04 shows every OOD number before and after.
 HOLD_MEM_CLASSES = ("EW", "SOFTMAX", "LN")
-DEFAULT_CONFIGS = {c: {**cfg, "hold_mem": True} if c in HOLD_MEM_CLASSES else cfg      # forecasts for GPUs never
-                   for c, cfg in AMENDMENT4_DEFAULT_CONFIGS.items()}                   # trained on
+# forecasts for GPUs never trained on
+DEFAULT_CONFIGS = {c: {**cfg, "hold_mem": True} if c in HOLD_MEM_CLASSES else cfg
+                   for c, cfg in AMENDMENT4_DEFAULT_CONFIGS.items()}
 LOGO_ONLY_CONFIGS = _final(LOGO_SELECTED)   # the first protocol's choice, kept for comparison (notebook 04)
 # Amendment 4 beside what it replaced (notebook 04): amendment 2's unseen-GPU choice, and the control
 # candidate wave_l2_block at its own best criterion epoch count in place of the adopted softmax choice.
