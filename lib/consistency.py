@@ -9,8 +9,9 @@ the disagreement is a floor under the end-to-end error on that GPU.
 Shapes, in the dataset's naming (lib.data):
     FC  (nn.Linear module, addmm, linear): x [..., N] -> out [..., K];  B = 1, M = prod(out[:-1])
     BMM (matmul, bmm, baddbmm):  a [..., M, N] @ b [..., N, K] -> out [..., M, K];  B = prod(out[:-2])
-Also: does a label agree with the sum of its own nodes (node_sum_table), and what does a short kernel
-cost measured alone (the kernel dataset) vs inside a model run (the label CSVs)?
+Also: does a label agree with the sum of its own nodes (node_sum_table), does a larger batch take less time
+per sample (per_sample_ratio), and what does a short kernel cost measured alone (the kernel dataset) vs
+inside a model run (the label CSVs)?
 """
 from __future__ import annotations
 
@@ -249,3 +250,20 @@ def label_small_ew_ms(labels: pd.DataFrame, min_elems: float = 2 ** 8, max_elems
 def minus_overhead_ms(table: pd.DataFrame, overhead_ms: float) -> float:
     """A predicted table's total with a fixed per-kernel overhead taken off every kernel (notebook 05)."""
     return float((np.maximum(table["pred_ms"] - overhead_ms, 0.0) * table["count"]).sum())
+
+
+# ---------------------------------------------------------------- batch scaling
+
+# per_sample_ratio = (e2e_ms / batch) / (e2e_ms_0 / batch_0), where batch_0 is the smallest batch measured
+# in the same setting (device, model, mode, seq, option). A larger batch spreads fixed costs over more
+# samples, so the ratio is at most about 1; well above 1 (> BAND[1]), the larger batch ran slower per sample
+# than the smaller one (a lower clock, a power limit or another run setup), which a sum of kernels,
+# each forecast the same way at every batch, cannot follow.
+def per_sample_ratio(labels: pd.DataFrame) -> pd.Series:
+    """Per label: time per sample over that of the smallest batch measured in the same setting (notebook 05)."""
+    keys = ["device", "model", "mode", "seq", "option"]
+    df = labels[keys + ["batch", "e2e_ms"]].reset_index(drop=True)
+    df["per_sample_ms"] = df["e2e_ms"] / df["batch"]
+    base = df.loc[df.groupby(keys, dropna=False)["batch"].idxmin(), keys + ["per_sample_ms"]]
+    at_base = df[keys].merge(base, on=keys, how="left")["per_sample_ms"].to_numpy()
+    return pd.Series(df["per_sample_ms"].to_numpy() / at_base, index=labels.index, name="per_sample_ratio")

@@ -4,7 +4,8 @@ import pandas as pd
 import pytest
 
 from lib.consistency import (consistency_table, gemm_shape, isolated_floor_ms, kernel_floor_ape, label_small_ew_ms,
-                             matched_nodes, node_sum_table, repeat_spread, short_kernel_share)
+                             matched_nodes, node_sum_table, per_sample_ratio, repeat_spread,
+                             short_kernel_share)
 
 MATMUL = "<built-in method matmul of type object at 0x7fcd8c121d60>"
 ADDMM = "<built-in method addmm of type object at 0x15552dc96d80>"
@@ -183,3 +184,14 @@ def test_minus_overhead_ms_by_hand():
     # (0 x 10) + (0.02 x 5) + (0.98 x 2) = 2.06: a kernel shorter than the overhead costs nothing
     assert minus_overhead_ms(table, 0.02) == pytest.approx(2.06)
     assert minus_overhead_ms(table, 0.0) == pytest.approx(2.3)
+
+
+def test_per_sample_ratio_by_hand():
+    # setting A: batch 2 -> 10 ms (5 per sample), batch 8 -> 48 ms (6 per sample: 1.2x), batch 4 -> 16 ms (0.8x);
+    # setting B (another seq) has one label: ratio 1
+    labels = pd.DataFrame({"device": "G", "model": "m", "mode": "inference", "option": "",
+                           "seq": [512, 512, 512, 1024], "batch": [8, 2, 4, 2],
+                           "e2e_ms": [48.0, 10.0, 16.0, 30.0]}, index=[10, 11, 12, 13])
+    r = per_sample_ratio(labels)
+    assert r.index.tolist() == [10, 11, 12, 13]
+    assert r.tolist() == pytest.approx([1.2, 1.0, 0.8, 1.0])
