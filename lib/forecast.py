@@ -41,7 +41,8 @@ CALIBRATION_CACHE = paths.CACHE / "calibration"
 # Modules whose source decides a NeuSight prediction or the calibration fit (cache key).
 _CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "utilization.py", "selection.py", "devices.py",
                      "features.py", "tiles.py", "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py",
-                     "fusion.py", "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py")
+                     "fusion.py", "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py", "overhead.py",
+                     "baselines.py", "direct.py")
 
 
 def predict_table(kernels: pd.DataFrame, device: Device, method: str = "neusight", tiles: str = "spec",
@@ -72,8 +73,9 @@ def _predict_shapes(shapes: pd.DataFrame, device: Device, method: str, tiles: st
 
 
 def _calibration_key(method: str, tiles: str, cfg_by_class: dict | None) -> str:
+    from .train import code_text   # comments and docstrings do not reach the key
     here = Path(__file__).parent
-    src = b"".join((here / f).read_bytes() for f in _CALIBRATION_CODE if (here / f).exists())
+    src = "".join(code_text((here / f).read_text()) for f in _CALIBRATION_CODE if (here / f).exists()).encode()
     labels = sorted(str(p.relative_to(paths.LABELS)) for p in paths.LABELS.glob("*/*.json"))
     blob = json.dumps({"method": method, "tiles": tiles, "cfg": cfg_by_class, "labels": labels},
                       sort_keys=True, default=str).encode()

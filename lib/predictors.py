@@ -5,7 +5,7 @@ paper's five, optionally f_wave_l2, and for softmax f_vec or f_softmax_block; pl
 for EW) to two numbers z_a, z_b; then
     alpha = sigmoid(z_a),  beta = alpha * sigmoid(z_b)        (so 0 < beta < alpha < 1)
     utilization = alpha - beta / num_waves                     (in (0, 1) for any num_waves >= 1)
-    latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization)
+    latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization) * 1e3
 with bound_per_sm = bound_gflops * 1e9 / num_sm [FLOP/s] (lib.roofline). Writing beta as a
 fraction of alpha keeps utilization positive at one wave; the paper's formula is otherwise kept.
 Trained on split == 'train' rows only (the five training GPUs) with lib.train.fit (relative
@@ -19,7 +19,6 @@ inside the range of the GPUs the model learned from (lib.utilization.hold_mem_te
 """
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import dataclass, fields, replace
 
@@ -173,13 +172,14 @@ def shape_groups(df: pd.DataFrame) -> np.ndarray:
     return df.groupby(list(SHAPE_COLS), sort=True, dropna=False).ngroup().to_numpy()
 
 
-# The code a trained model depends on (its source is part of the cache key).
+# The code a trained model depends on (its code_text, source without comments or docstrings, is part of
+# the cache key).
 CODE = (features_mod, tiles_mod, waves_mod, roofline_mod, train_mod.fit)
 
 
 def _own_code() -> list[str]:
-    """Source of this module's functions that shape a trained model (not of the whole file)."""
-    return [inspect.getsource(f) for f in (input_names, model_inputs, UtilizationMLP, alpha_beta,
+    """code_text of the functions that shape a trained model (lib.utilization's and this module's; not whole files)."""
+    return [train_mod.code_text(f) for f in (input_names, model_inputs, UtilizationMLP, alpha_beta,
                                            utilization, latency_ms, _predict_ms, _tensors, device_index,
                                            device_efficiency, training_table, shape_groups)]
 
@@ -215,9 +215,9 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     # loader and feature code) instead of the table itself, so a cache hit loads no data. The
     # overhead variant adds its own code, so the keys of every other config stay as they were.
     key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, n_devices, fingerprint("nvidia"),
-                              *[inspect.getsource(c) for c in CODE], *_own_code(),
-                              *([inspect.getsource(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []),
-                              *([inspect.getsource(largest_rows), LARGEST_SHARE] if validation == "largest" else []))
+                              *[train_mod.code_text(c) for c in CODE], *_own_code(),
+                              *([train_mod.code_text(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []),
+                              *([train_mod.code_text(largest_rows), LARGEST_SHARE] if validation == "largest" else []))
     name = _cache_name(op_class, cfg, validation, overhead)
     if force:
         (paths.BUILD / "predictors" / f"{name}-{key}.pt").unlink(missing_ok=True)

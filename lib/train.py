@@ -7,6 +7,7 @@ early stopping on a validation split drawn from the training GPUs only (never OO
 """
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 import inspect
@@ -14,6 +15,7 @@ import io
 import json
 import os
 import sys
+import textwrap
 import time
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -132,14 +134,28 @@ def fit(model: torch.nn.Module, predict: Callable, inputs: dict[str, torch.Tenso
             "epochs_run": len(history)}
 
 
+# Code enters a cache key as its syntax tree written back out (ast.parse -> ast.unparse), with every
+# docstring taken out: comments and docstrings do not reach the key, so fixing prose retrains nothing,
+# while any change to what the code does gives a new key.
+def code_text(code) -> str:
+    """Source of a module, class or function (or source text) without comments and docstrings (notebook 03)."""
+    tree = ast.parse(textwrap.dedent(code if isinstance(code, str) else inspect.getsource(code)))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                node.body = node.body[1:] or [ast.Pass()]
+    return ast.unparse(tree)
+
+
 def cache_key(*parts) -> str:
-    """sha256 (16 hex) over data arrays, configs and code objects (their source)."""
+    """sha256 (16 hex) over data arrays, configs and code objects (their code_text)."""
     h = hashlib.sha256()
     for part in parts:
         if isinstance(part, (np.ndarray, torch.Tensor)):
             h.update(np.ascontiguousarray(np.asarray(part)).tobytes())
         elif inspect.ismodule(part) or inspect.isclass(part) or inspect.isfunction(part):
-            h.update(inspect.getsource(part).encode())
+            h.update(code_text(part).encode())
         elif hasattr(part, "__dataclass_fields__"):
             h.update(json.dumps(asdict(part), sort_keys=True).encode())
         else:

@@ -67,3 +67,14 @@ def test_fit_keeps_the_best_validation_weights_and_stops_after_patience():
     assert returned == pytest.approx(min(val_losses), rel=1e-5) and h["best_val_loss"] == pytest.approx(min(val_losses))
     # and training stopped `patience` epochs after that best epoch
     assert h["epochs_run"] < cfg.epochs and h["epochs_run"] == int(np.argmin(val_losses)) + 1 + cfg.patience
+
+
+def test_code_text_ignores_prose_but_not_code():
+    src = 'def f(x):\n    """Doc."""\n    # a comment\n    return x + 1  # another\n'
+    prose = 'def f(x):\n    """Another doc, longer."""\n    return x + 1\n'
+    code = 'def f(x):\n    """Doc."""\n    return x + 2\n'
+    assert train.code_text(src) == train.code_text(prose) == "def f(x):\n    return x + 1"
+    assert train.code_text(code) != train.code_text(src)
+    # a body that is only a docstring keeps a statement; a module docstring goes too
+    assert train.code_text('"""Module."""\nclass A:\n    """Only a docstring."""\n') == "class A:\n    pass"
+    assert train.cache_key(train.code_text(src)) == train.cache_key(train.code_text(prose)) != train.cache_key(train.code_text(code))
