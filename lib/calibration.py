@@ -6,7 +6,7 @@ LN, MEM, or NONE for python-level nodes that launch no kernel: size, getitem, vi
 measured time of one layer per (phase, class) can be set beside the forecast's:
     predicted_layer_ms[phase, class] = sum over captured rows in the layer stack of
                                        pred_ms * count / num_layer.
-Calibrations read only the training GPUs' label CSVs (lib.devices.TRAIN_GPUS_NVIDIA); the set of
+Calibrations read only the training GPUs' labels (lib.devices.TRAIN_GPUS_NVIDIA); the set of
 devices a fit read is returned with it, so a test can check that no target GPU was used.
 """
 from __future__ import annotations

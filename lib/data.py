@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import paths
+from .ops import EW_OPS, GEMM_DIMS, OP_CLASS, OP_CLASSES, VEC_DIMS  # noqa: F401  (imported from here too)
 from .devices import TRAIN_GPUS, all_devices
 
 UPSTREAM_REPO = "sitar-lab/NeuSight"
@@ -28,11 +29,6 @@ UPSTREAM_TARBALL = f"https://codeload.github.com/{UPSTREAM_REPO}/tar.gz/{UPSTREA
 UPSTREAM_FOLDERS = ("scripts/asplos/data", "scripts/asplos/label", "scripts/asplos/summary")
 MANIFEST = "MANIFEST.sha256"
 
-# Op name -> op class of the per-op predictors (DESIGN.md).
-EW_OPS = ("add", "addu", "mul", "mulu", "div", "divu", "pow", "powu", "relu", "gelu", "tanh")
-OP_CLASS = {"bmm": "BMM", "linear": "FC", "softmax": "SOFTMAX", "ln": "LN",
-            **{op: "EW" for op in EW_OPS}}
-OP_CLASSES = ("BMM", "FC", "EW", "SOFTMAX", "LN")
 SPLITS = ("train", "test_id", "test_ood")
 
 # Dataset CSV column -> tidy column.
@@ -40,8 +36,6 @@ RENAME = {"OPName": "op", "Latency": "latency_ms", "Device": "device", "Kernel N
           "Warps per SM": "warps_per_sm", "Blocks per SM": "blocks_per_sm",
           "Grid x": "grid_x", "Grid y": "grid_y", "Grid z": "grid_z",
           "Block x": "block_x", "Block y": "block_y", "Block z": "block_z"}
-GEMM_DIMS = ("B", "M", "N", "K")
-VEC_DIMS = ("B", "H")
 KEEP = ("op", "op_class", "B", "M", "N", "K", "H", "device", "latency_ms", "kernel_name",
         "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
         "warps_per_sm", "blocks_per_sm", "split", "source")

@@ -49,10 +49,6 @@ class Device:
     l2_mb: float
     path: str = ""
 
-    @property
-    def is_training_gpu(self) -> bool:
-        return self.name in TRAIN_GPUS
-
     def spec_columns(self) -> dict:
         """The spec as table columns (everything but name and path)."""
         d = asdict(self)

@@ -1,4 +1,4 @@
-"""The predictor's inputs: per-tile work, waves and the five log-scaled features (notebook 03).
+"""The predictor's inputs: per-tile work, waves and the five log-scaled features (notebook 02).
 
 Units: FLOP, bytes (B), seconds. Per-SM quantities are device totals / num_sm:
 peak_flops_per_sm [FLOP/s] = peak_gflops*1e9/num_sm (vector peak for non-GEMM ops),

@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from .roofline import EW_BINARY, FP32_BYTES, flops_and_bytes
+from .ops import FP32_BYTES
+from .roofline import EW_BINARY, flops_and_bytes
 
 # Fused chain op: the costliest transcendental member if any, else binary 'add' if any member
 # reads two tensors, else unary 'addu'. Traffic of the fused kernel = one read + one write of B x H.

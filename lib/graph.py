@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import paths
-from .graph_ops import COLUMNS, EW_OPS, classify  # noqa: F401  (re-exported)
+from .graph_ops import COLUMNS, classify
 
 GRAPH_CACHE = paths.CACHE / "graphs"
 MODES = ("inference", "training")

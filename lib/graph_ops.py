@@ -1,7 +1,7 @@
 """Map one recorded aten call to a kernel row of the predictors' op kinds (used by lib.graph, notebook 05).
 
 Op kinds: 'bmm' and 'linear' (GEMMs, upstream naming [B,M,N] @ [B,N,K] -> [B,M,K], N reduced),
-element-wise EW_OPS over [B, H] (H = last dim of the output, B = numel / H), 'softmax' and 'ln'
+element-wise lib.ops.EW_OPS over [B, H] (H = last dim of the output, B = numel / H), 'softmax' and 'ln'
 (forward and backward: the backward kernels keep the class, phase 'bw'), and 'mem' for everything
 else that launches a kernel (embedding and its backward, gathers/scatters, copies, fills,
 reductions, dropout), costed by `bytes` read + written. View-like ops and allocations launch no
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-EW_OPS = ("add", "addu", "mul", "mulu", "div", "divu", "pow", "powu", "relu", "gelu", "tanh")
 COLUMNS = ["aten", "phase", "op", "B", "M", "N", "K", "H", "bytes", "count", "layer", "fusable",
            "shapes"]
 

@@ -29,15 +29,13 @@ from .data import OP_CLASS
 from .devices import Device, DeviceError, device_by_name, load_device
 from .features import add_features
 from .roofline import add_roofline
-from .tiles import GEMM_OPS
+from .ops import GEMM_DIMS, GEMM_OPS, VEC_DIMS
 
 METHODS = ("neusight", "roofline", "habitat", "li")
 TILES = ("spec", "oracle", "autotune", "classifier")
 SPEC_TILES = "autotune"          # what tiles='spec' means (chosen in notebook 04 on ID validation)
 MEM_OP = "mem"
 KNOWN_OPS = (*OP_CLASS, MEM_OP)
-GEMM_DIMS = ("B", "M", "N", "K")
-VEC_DIMS = ("B", "H")
 
 
 class KernelInputError(ValueError):

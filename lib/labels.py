@@ -27,7 +27,6 @@ MODEL_ORDER = ["bert_large", "gpt2_large", "gpt3_xl", "opt_13", "gpt3_27", "swit
 PAPER_METHODS = {"Roofline": "roofline", "Habitat": "habitat", "Li et al.": "li", "NeuSight": "neusight"}
 # fusion_inf.csv names GPUs by short names; these are the label folders they stand for.
 PAPER_FUSION_GPUS = {"A100-40GB": "NVIDIA_A100-PCIE-40GB", "H100": "NVIDIA_H100_80GB_HBM3"}
-DISTRIBUTED_OPTIONS = ("dp4", "tp4", "pp4_1")
 MODES = {"inf": "inference", "train": "training"}
 
 LABEL_FILE = re.compile(r"^(?P<model>[a-z0-9_]+)-(?P<mode>inf|train)-(?P<seq>\d+)-(?P<batch>\d+)"
@@ -38,22 +37,18 @@ class LabelError(ValueError):
     """A label or paper table that cannot be read; the message names the file."""
 
 
-def device_of_folder(folder: str) -> tuple[str, str]:
-    """(Device name, vendor) of a label folder, read from the device JSON of the same stem."""
-    for d in (paths.DEVICE_CONFIGS, paths.DEVICES_ADDED):
-        f = d / f"{folder}.json"
-        if f.exists():
-            dev = load_device(f)
-            return dev.name, dev.vendor
-    raise DeviceError(f"label folder {folder}: no device JSON named {folder}.json")
-
-
 def device_file_of_folder(folder: str) -> Path:
     """Path of the device JSON describing a label folder's GPU."""
     for d in (paths.DEVICE_CONFIGS, paths.DEVICES_ADDED):
         if (d / f"{folder}.json").exists():
             return d / f"{folder}.json"
     raise DeviceError(f"label folder {folder}: no device JSON named {folder}.json")
+
+
+def device_of_folder(folder: str) -> tuple[str, str]:
+    """(Device name, vendor) of a label folder, read from the device JSON of the same stem."""
+    dev = load_device(device_file_of_folder(folder))
+    return dev.name, dev.vendor
 
 
 def _read_json(path: Path) -> dict:

@@ -16,12 +16,6 @@ def mape(pred, meas) -> float:
     return float(np.mean(ape(pred, meas)))
 
 
-def mape_table(df: pd.DataFrame, pred_col: str, by, meas_col: str = "latency_ms") -> pd.Series:
-    """MAPE (%) of one prediction column per group."""
-    err = pd.Series(ape(df[pred_col], df[meas_col]), index=df.index)
-    return err.groupby([df[c] for c in ([by] if isinstance(by, str) else by)]).mean()
-
-
 BOOTSTRAP_RESAMPLES = 2000   # resamples per interval
 CI_LEVEL = 0.95
 _CHUNK = 100                 # resamples drawn at once (bounds memory: chunk x rows indices)

@@ -38,7 +38,7 @@ class OverheadMLP(UtilizationMLP):
         return float(torch.exp(self.log_t0.detach()))
 
 
-# latency_ms = t0_ms + num_waves * flops_per_tile / (bound_per_sm * utilization) / e_device
+# latency_ms = t0_ms + num_waves * flops_per_tile / (bound_per_sm * utilization) * 1e3 / e_device
 def overhead_predict_ms(model: OverheadMLP, batch: dict) -> torch.Tensor:
     """Latency (ms) of a kernel timed alone: the wave formula plus the learned t0 (training target)."""
     return _predict_ms(model, batch) + torch.exp(model.log_t0)

@@ -14,13 +14,10 @@ import tempfile
 from pathlib import Path
 
 from . import paths
+from .ops import EW_OPS, GEMM_DIMS, GEMM_OPS, VEC_DIMS
 
-GEMM_OPS = ("bmm", "linear")
-EW_OPS = ("add", "addu", "mul", "mulu", "div", "divu", "pow", "powu", "relu", "gelu", "tanh")
 VEC_OPS = EW_OPS + ("ln", "softmax")
 ALL_OPS = GEMM_OPS + VEC_OPS
-GEMM_DIMS = ("B", "M", "N", "K")
-VEC_DIMS = ("B", "H")
 KEEP_FRACTION = 0.5  # latency = mean of the fastest half of the timed calls
 SLOW_MS = 50.0       # a first call slower than this gets at most 2 warmup and 6 timed calls
 SCALAR = 1.5         # the scalar operand of the 'u' ops (x + 1.5, x * 1.5, x / 1.5, x ** 1.5)

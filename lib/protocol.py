@@ -80,7 +80,7 @@ def tile_rule_table(op_class: str, cfg: dict, holdouts=None) -> pd.DataFrame:
     from .devices import TRAIN_GPUS_NVIDIA
     from .predictors import make_config, shape_groups, train_predictor, training_table
     from .tile_choice import autotune_tiles, classify_tiles, fit_tile_classifier
-    from .tiles import GEMM_OPS
+    from .ops import GEMM_OPS
     from .train import split_indices
     cfg = dict(cfg or {})
     feat = training_table(op_class, cfg.get("max_rows"), cfg.get("seed", 0))

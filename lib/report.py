@@ -17,11 +17,11 @@ import pandas as pd
 
 from . import paths
 from .metrics import bootstrap_mean_ci
+from .ops import OP_CLASSES as OP_ORDER
 
 BEGIN_MARK = "<!-- results:begin"     # a README's marker may carry any note after this prefix
 BEGIN = BEGIN_MARK + " (python -m lib.report writes this block from figures/tables/; do not edit) -->"
 END = "<!-- results:end -->"
-OP_ORDER = ("BMM", "FC", "EW", "SOFTMAX", "LN")
 SPEC = "NeuSight (spec-only tiles)"
 ORACLE = "NeuSight (oracle tiles, target's kernel names)"
 PAPER = "paper: NeuSight (oracle tiles, target's kernel names)"

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-FP32_BYTES = 4
+from .ops import FP32_BYTES, GEMM_OPS
+
 
 # FLOPs per output element of the element-wise ops (our choice, a small constant per op):
 # add/mul/div/relu one arithmetic op; pow ~ exp+log+mul; tanh ~ exp-based formula;
@@ -20,7 +21,6 @@ EW_BINARY = ("add", "mul", "div", "pow")
 # softmax per element: max, subtract, exp (~4), sum, divide; layernorm: mean, var (2), normalize, affine (2).
 SOFTMAX_FLOPS_PER_ELEM = 8
 LN_FLOPS_PER_ELEM = 7
-GEMM_OPS = ("bmm", "linear")
 
 
 def _col(df, name):

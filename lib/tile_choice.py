@@ -16,17 +16,17 @@ import pandas as pd
 
 from .data import load_kernels
 from .features import add_features
-from .tiles import GEMM_OPS, GEMM_TILE_CANDIDATES, gemm_tile_from_name
+from .ops import GEMM_OPS
+from .tiles import GEMM_TILE_CANDIDATES, gemm_tile_from_name
 
 CANDIDATES = np.array(sorted(GEMM_TILE_CANDIDATES), dtype=float)     # (C, 2): tile_m, tile_n
 SPEC_COLS = ("num_sm", "peak_gflops", "mem_bw_gbps", "l2_mb", "mem_gb")
 NEEDED_COLS = ("op", "B", "M", "N", "K", "H")
-TILE_METHODS = ("autotune", "classifier")
 FOREST_TREES = 30
 FOREST_MIN_LEAF = 5
 
 
-def autotune_tiles(df: pd.DataFrame, predict_featured) -> tuple[np.ndarray, np.ndarray]:
+def autotune_tiles(df: pd.DataFrame, predict_featured) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tile_m, tile_n, pred_ms) per GEMM row: the candidate with the lowest predicted latency.
 
     predict_featured(feat) -> ms over a featured table (lib.predictors.predict_featured).

@@ -5,13 +5,13 @@ Upstream naming: bmm/linear compute out[B, M, K] = A[B, M, N] @ W[B, N, K] (N is
 
 Libraries are column-major: cuBLAS / rocBLAS see out^T[K, M] = W^T A^T, so the FIRST tile
 number in a cuBLAS/Tensile name (rows of the column-major C) covers upstream K and the SECOND
-covers M. The orientation of every family below was checked against the measured launch grid
-(grid_x*grid_y*grid_z blocks, AMD grid_x counted in work-items, so /block_x): see
+covers M; sm80 xmma names put M first. The orientation of every family below was checked against the
+measured launch grid (grid_x*grid_y*grid_z blocks, AMD grid_x counted in work-items, so /block_x): see
 `tile_grid_agreement`. Kernel-name families (NVIDIA and AMD data):
   {maxwell,volta,turing,ampere}_sgemm_<a>x<b>[_sliced1x4]_{nn,tn,..}   (a over K, b over M)
   sgemm_<a>x<b>x<k>_{NN,NT,TN}[_vec]                                   (a over K, b over M)
-  sm80_xmma_gemm_..._tilesize<a>x<b>x<k>_...                          (a over K, b over M)
-  cutlass_80_simt_sgemm_<a>x<b>_<k>x<stages>_..                        (a over M, b over K)
+  sm80_xmma_gemm_..._tilesize<a>x<b>x<k>_...                          (a over M, b over K)
+  cutlass_80_simt_sgemm_<a>x<b>_<k>x<stages>_..                        (a over K, b over M)
   Tensile Cijk_..._MT<a>x<b>x<k>_...  (AMD)                            (a over K, b over M)
 Names with no tile in them (gemv, gemmSN, splitKreduce, ...) fall back to the launch grid:
 tile_n = ceil(K / grid_x), tile_m = ceil(M / grid_y) (see `_tiles_from_grid`).
@@ -25,6 +25,8 @@ import re
 
 import numpy as np
 import pandas as pd
+
+from .ops import FP32_BYTES, GEMM_OPS
 
 # ---------------------------------------------------------------- GEMM tiles from the name
 
@@ -133,7 +135,6 @@ def softmax_vector_share(H):
 # TensorIterator splits an EW op whose byte offsets overflow int32 into halves until each fits:
 # launches = 2^ceil(log2(4*B*H / 2^31)) (>= 1), each launching num_tiles / launches blocks.
 INT32_OFFSET_BYTES = 2.0 ** 31
-FP32_BYTES = 4
 
 
 def ew_launches(B, H):
@@ -165,7 +166,6 @@ def vec_tile(op, B, H):
 
 # ---------------------------------------------------------------- the table
 
-GEMM_OPS = ("bmm", "linear")
 
 
 def add_tiles(df: pd.DataFrame, tiles: str = "oracle") -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """The utilization model of one op class: inputs, network, the wave formula, per-GPU efficiency (notebook 04).
 
     alpha = sigmoid(z_a),  beta = alpha * sigmoid(z_b),  utilization = alpha - beta / num_waves
-    latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization) / e_device
+    latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization) * 1e3 / e_device
 lib.predictors trains and caches these models; the sources of the functions here are part of
 its cache key (lib.predictors._own_code).
 """
@@ -107,13 +107,13 @@ def utilization(alpha, beta, num_waves):
 
 # latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization) * 1e3
 def latency_ms(num_waves, flops_per_tile, bound_flops_per_sm, util):
-    """Kernel latency (ms) from waves, FLOPs per tile, per-SM bound (FLOP/s) and utilization."""
+    """Kernel latency (ms) from waves, work per tile, per-SM bound (FLOP and FLOP/s, or GFLOP and GFLOP/s) and utilization."""
     return num_waves * flops_per_tile / (bound_flops_per_sm * util) * MS_PER_S
 
 
 def _predict_ms(model: nn.Module, batch: dict) -> torch.Tensor:
     alpha, beta = alpha_beta(model(batch["x"]))
-    return latency_ms(batch["waves"], batch["flops_per_tile"], batch["bound_per_sm"],
+    return latency_ms(batch["waves"], batch["gflop_per_tile"], batch["bound_gflops_per_sm"],
                       utilization(alpha, beta, batch["waves"])) / device_efficiency(model, batch["device_idx"])
 
 
@@ -124,11 +124,11 @@ def device_index(names) -> np.ndarray:
 
 
 def _tensors(feat: pd.DataFrame, x: np.ndarray) -> dict:
-    """The inputs of _predict_ms as float64-safe float32 tensors (per-SM bound in FLOP/s)."""
-    bound_per_sm = feat["bound_gflops"].to_numpy(float) * GIGA / feat["num_sm"].to_numpy(float)
-    # flops_per_tile / bound_per_sm is ~1e-9..1e-2 s: keep it as seconds-scale float32 by
-    # folding the 1e9 into both terms (ratio unchanged).
+    """The inputs of _predict_ms as float32 tensors (work per tile in GFLOP, per-SM bound in GFLOP/s)."""
+    # gflop_per_tile / bound_gflops_per_sm is ~1e-9..1e-2 s; both in giga units keep float32 in range
+    # (the ratio is the same as in FLOP and FLOP/s).
+    bound_gflops_per_sm = feat["bound_gflops"].to_numpy(float) / feat["num_sm"].to_numpy(float)
     return {"x": torch.from_numpy(x), "device_idx": torch.from_numpy(device_index(feat["device"]).copy()),
             "waves": torch.from_numpy(feat["num_waves"].to_numpy(np.float32)),
-            "flops_per_tile": torch.from_numpy((feat["flops_per_tile"].to_numpy(float) / GIGA).astype(np.float32)),
-            "bound_per_sm": torch.from_numpy((bound_per_sm / GIGA).astype(np.float32))}
+            "gflop_per_tile": torch.from_numpy((feat["flops_per_tile"].to_numpy(float) / GIGA).astype(np.float32)),
+            "bound_gflops_per_sm": torch.from_numpy(bound_gflops_per_sm.astype(np.float32))}

@@ -17,8 +17,8 @@ def test_overhead_adds_t0_to_the_wave_formula():
     model = OverheadMLP(5, 1, 4)
     with torch.no_grad():
         model.log_t0.fill_(math.log(0.03))          # t0 = 30 us
-    batch = {"x": torch.randn(2, 5), "waves": torch.tensor([1.0, 8.0]), "flops_per_tile": torch.tensor([1.0, 2.0]),
-             "bound_per_sm": torch.tensor([100.0, 10.0]), "device_idx": torch.tensor([-1, -1])}
+    batch = {"x": torch.randn(2, 5), "waves": torch.tensor([1.0, 8.0]), "gflop_per_tile": torch.tensor([1.0, 2.0]),
+             "bound_gflops_per_sm": torch.tensor([100.0, 10.0]), "device_idx": torch.tensor([-1, -1])}
     formula = P._predict_ms(model, batch).detach()
     assert torch.allclose(overhead_predict_ms(model, batch).detach(), formula + 0.03)
     assert model.t0_ms() == pytest.approx(0.03)

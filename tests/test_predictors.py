@@ -22,13 +22,13 @@ def test_utilization_and_latency_by_hand():
 def test_predict_ms_follows_the_formula():
     model = P.UtilizationMLP(5, 1, 4)
     x = torch.randn(3, 5)
-    batch = {"x": x, "waves": torch.tensor([1.0, 3.0, 10.0]), "flops_per_tile": torch.tensor([1.0, 2.0, 0.5]),
-             "bound_per_sm": torch.tensor([100.0, 50.0, 10.0]), "device_idx": torch.tensor([0, -1, 3])}
+    batch = {"x": x, "waves": torch.tensor([1.0, 3.0, 10.0]), "gflop_per_tile": torch.tensor([1.0, 2.0, 0.5]),
+             "bound_gflops_per_sm": torch.tensor([100.0, 50.0, 10.0]), "device_idx": torch.tensor([0, -1, 3])}
     z = model(x).detach()
     a = torch.sigmoid(z[:, 0])
     b = a * torch.sigmoid(z[:, 1])
     util = a - b / batch["waves"]
-    expected = batch["waves"] * batch["flops_per_tile"] / (batch["bound_per_sm"] * util) * 1e3
+    expected = batch["waves"] * batch["gflop_per_tile"] / (batch["bound_gflops_per_sm"] * util) * 1e3
     assert torch.allclose(P._predict_ms(model, batch).detach(), expected)
     assert torch.all((util > 0) & (util < 1))
 
@@ -45,8 +45,8 @@ def test_device_efficiency_by_hand():
     assert torch.allclose(eff, torch.tensor([2.0, 0.5, 4.0, typical, typical, typical]))
     # the latency divides by it: twice as efficient -> half the latency
     x = torch.randn(2, 5)
-    batch = {"x": x, "waves": torch.tensor([2.0, 2.0]), "flops_per_tile": torch.tensor([1.0, 1.0]),
-             "bound_per_sm": torch.tensor([10.0, 10.0]), "device_idx": torch.tensor([0, -1])}
+    batch = {"x": x, "waves": torch.tensor([2.0, 2.0]), "gflop_per_tile": torch.tensor([1.0, 1.0]),
+             "bound_gflops_per_sm": torch.tensor([10.0, 10.0]), "device_idx": torch.tensor([0, -1])}
     plain = P.UtilizationMLP(5, 1, 4)
     plain.load_state_dict({k: v for k, v in model.state_dict().items() if k not in ("log_eff", "trained")}, strict=False)
     base = P._predict_ms(plain, batch).detach()
