@@ -102,6 +102,10 @@ def load_device(path: Path | str) -> Device:
         raw = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise DeviceError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    except UnicodeDecodeError:
+        raise DeviceError(f"{path}: not valid JSON (not UTF-8 text)") from None
+    except OSError as e:
+        raise DeviceError(f"{path}: cannot read the device file ({e.strerror or e})") from None
     return parse_device(raw, path)
 
 

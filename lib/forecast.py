@@ -241,6 +241,9 @@ def main(argv=None) -> int:
     if args.batch < 1 or args.seq < 1:
         print("error: --batch and --seq must be positive integers", file=sys.stderr)
         return 2
+    if args.kernels_out and (problem := paths.output_problem(args.kernels_out)):
+        print(f"error: --kernels-out {args.kernels_out}: {problem}", file=sys.stderr)
+        return 2
     from .kernels import KernelInputError
     try:
         device = load_device(args.device)

@@ -93,6 +93,8 @@ def load_config(path) -> ModelConfig:
         raise GraphError(f"{path}: model config not found") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise GraphError(f"{path}: not valid JSON ({e})") from None
+    except OSError as e:   # a folder, no permission, ...
+        raise GraphError(f"{path}: cannot read the model config ({e.strerror or e})") from None
     if not isinstance(raw, dict):
         raise GraphError(f"{path}: expected a JSON object")
     model_type = raw.get("model_type")

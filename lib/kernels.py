@@ -170,13 +170,19 @@ def _read_config(path: str) -> dict:
         raise KernelInputError(f"{path}: config file not found") from None
     except json.JSONDecodeError as e:
         raise KernelInputError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    except UnicodeDecodeError:
+        raise KernelInputError(f"{path}: not valid JSON (not UTF-8 text)") from None
+    except OSError as e:
+        raise KernelInputError(f"{path}: cannot read the config file ({e.strerror or e})") from None
     if not isinstance(raw, dict) or not set(raw) <= set(OP_CLASSES):
         raise KernelInputError(f"{path}: expected an object keyed by op class ({', '.join(OP_CLASSES)})")
-    try:
-        for cfg in raw.values():
+    for op_class, cfg in raw.items():
+        if not isinstance(cfg, dict):
+            raise KernelInputError(f"{path}: {op_class}: expected an object of predictor config fields, got {cfg!r}")
+        try:
             make_config(cfg)
-    except (PredictorError, TypeError) as e:
-        raise KernelInputError(f"{path}: {e}") from None
+        except PredictorError as e:
+            raise KernelInputError(f"{path}: {op_class}: {e}") from None
     return raw
 
 
@@ -201,6 +207,9 @@ def main(argv=None) -> int:
                     help="GEMM tile rule: spec (default, from the spec only); oracle needs kernel_name")
     ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
     args = ap.parse_args(argv)
+    if problem := paths.output_problem(args.output):   # before any work, not after it
+        print(f"error: --output {args.output}: {problem}", file=sys.stderr)
+        return 2
     try:
         device = load_device(args.device)
         cfg_by_class = _read_config(args.config) if args.config else None

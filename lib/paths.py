@@ -22,6 +22,16 @@ LABELS = NEUSIGHT / "label"
 SUMMARY = NEUSIGHT / "summary"
 
 
+def output_problem(path) -> str | None:
+    """Why `path` cannot be written as an output file (its folder is missing, or it is a folder), else None."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder, not a file"
+    if not path.parent.is_dir():
+        return f"folder {path.parent} does not exist"
+    return None
+
+
 def write_atomic(path, write) -> Path:
     """`write(tmp)` to a sibling temporary file, then rename it onto `path`: never a half-written file."""
     path = Path(path)

@@ -19,6 +19,7 @@ inside the range of the GPUs the model learned from (lib.utilization.hold_mem_te
 """
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass, fields, replace
 
@@ -150,8 +151,26 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     if unknown:
         raise PredictorError(f"unknown predictor config key(s) {unknown}; known: {sorted(known)}, "
                              f"max_rows, features, validation, ensemble, device_factors, overhead, hold_mem")
+    _check_numbers({**cfg, "max_rows": max_rows})
     return (TrainConfig(**cfg), (int(max_rows) if max_rows is not None else None), features, validation,
             device_factors, overhead, hold_mem)
+
+
+# The least value of each integer field of a predictor config (max_rows may also be None).
+_LEAST_INT = {"layers": 0, "width": 1, "epochs": 1, "batch_size": 1, "patience": 1, "seed": 0, "max_rows": 1}
+
+
+def _check_numbers(cfg: dict) -> None:
+    """PredictorError naming the first numeric config field of cfg with a wrong type or out of range."""
+    for key, least in _LEAST_INT.items():
+        v = cfg.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < least):
+            raise PredictorError(f"{key} must be an integer >= {least}, got {v!r}")
+    for key, ok, rule in (("lr", lambda v: v > 0, "> 0"), ("weight_decay", lambda v: v >= 0, ">= 0"),
+                          ("val_fraction", lambda v: 0 <= v < 1, "in [0, 1)")):
+        v = cfg.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not ok(v)):
+            raise PredictorError(f"{key} must be a number {rule}, got {v!r}")
 
 
 def training_table(op_class: str, max_rows: int | None = None, seed: int = 0) -> pd.DataFrame:

@@ -52,6 +52,9 @@ def test_negative_and_missing_file(tmp_path):
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(DeviceError, match="bad.json: not valid JSON"):
         load_device(tmp_path / "bad.json")
+    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00\x81")
+    with pytest.raises(DeviceError, match="binary.json: not valid JSON"):
+        load_device(tmp_path / "binary.json")
 
 
 def test_every_shipped_device_loads_and_training_gpus_exist():

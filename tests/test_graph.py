@@ -137,6 +137,8 @@ def test_errors(tmp_path):
         graph.capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 1024, "inference")
     with pytest.raises(graph.GraphError, match="not found"):
         graph.load_config(tmp_path / "missing.json")
+    with pytest.raises(graph.GraphError, match="cannot read the model config"):
+        graph.load_config(tmp_path)   # a folder
     with pytest.raises(graph.GraphError, match="n_layer"):
         graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=0)))
     with pytest.raises(graph.GraphError, match="mode"):

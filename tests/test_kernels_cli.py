@@ -89,6 +89,19 @@ def test_cli_bad_input_one_line(table, message, tmp_path):
     assert not (tmp_path / "p.csv").exists()
 
 
+def test_cli_bad_output_and_config_fail_before_any_work(tmp_path):
+    inp, cfg = tmp_path / "k.csv", tmp_path / "cfg.json"
+    KERNELS.to_csv(inp, index=False)
+    for out, message in ((tmp_path / "no" / "p.csv", "does not exist"), (tmp_path, "is a folder")):
+        r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
+        assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    for body, message in (({"FC": "x"}, "FC: expected an object"), ({"FC": {"max_rows": "many"}}, "max_rows must be")):
+        cfg.write_text(json.dumps(body))
+        r = cli("--device", L4, "--input", inp, "--output", tmp_path / "p.csv", "--config", cfg)
+        assert r.returncode == 2 and message in r.stderr and str(cfg) in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "p.csv").exists()
+
+
 def test_cli_bad_device(tmp_path):
     inp, dev = tmp_path / "k.csv", tmp_path / "dev.json"
     KERNELS.to_csv(inp, index=False)
