@@ -48,27 +48,13 @@ _CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "utilizati
 def predict_table(kernels: pd.DataFrame, device: Device, method: str = "neusight", tiles: str = "spec",
                   cfg_by_class: dict | None = None, habitat_cfg: dict | None = None) -> pd.DataFrame:
     """The kernel table with `pred_ms` (one kernel) and `total_ms` (x count); unique shapes predicted once."""
+    from .kernels import predict_kernels   # on the device as given (its JSON, not a lookup by name)
     key = kernels[SHAPE_COLS].fillna(-1.0)
     uniq = key.drop_duplicates().reset_index(drop=True)
-    uniq["pred_ms"] = _predict_shapes(uniq.replace(-1.0, np.nan), device, method, tiles, cfg_by_class, habitat_cfg)
+    uniq["pred_ms"] = predict_kernels(uniq.replace(-1.0, np.nan), device, method, tiles, cfg_by_class, habitat_cfg)
     out = kernels.copy()
     out["pred_ms"] = key.merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy() * fused_scale(kernels)
     out["total_ms"] = out["pred_ms"] * out["count"]
-    return out
-
-
-def _predict_shapes(shapes: pd.DataFrame, device: Device, method: str, tiles: str,
-                    cfg_by_class: dict | None, habitat_cfg: dict | None) -> np.ndarray:
-    """lib.kernels.predict_kernels, with a Habitat training config when one is given."""
-    from .kernels import predict_by_device, predict_kernels
-    if method != "habitat" or habitat_cfg is None:
-        return predict_kernels(shapes, device, method=method, tiles=tiles, cfg_by_class=cfg_by_class)
-    mem = (shapes["op"] == "mem").to_numpy()
-    out = np.full(len(shapes), np.nan)
-    if mem.any():
-        out[mem] = predict_kernels(shapes[mem], device, method="roofline")
-    if (~mem).any():
-        out[~mem] = predict_by_device(shapes[~mem].assign(device=device.name), "habitat", habitat_cfg=habitat_cfg)
     return out
 
 
@@ -97,7 +83,7 @@ def get_calibration(method: str = "neusight", tiles: str = "spec", cfg_by_class:
         from .calibration import fit_e2e_calibration
         cal = fit_e2e_calibration(method, tiles, cfg_by_class)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(cal, indent=1))
+        paths.write_atomic(path, lambda tmp: tmp.write_text(json.dumps(cal, indent=1)))
     _CAL[key] = cal
     return cal
 
@@ -169,14 +155,15 @@ def forecast_sweep(model_config, devices, batches, seq: int, mode: str, method: 
     for b in batches:
         k = capture(model_config, int(b), seq, mode)
         tables[b] = fuse_elementwise(k) if fusion else k
-    allk = pd.concat([t[SHAPE_COLS] for t in tables.values()], ignore_index=True)
+    from .kernels import predict_kernels
+    uniq_shapes = pd.concat([t[SHAPE_COLS] for t in tables.values()], ignore_index=True).fillna(-1.0).drop_duplicates()
     factors = None
     if calibrate:
         factors = get_calibration(method, tiles, cfg_by_class)["factors"]
     rows = []
     for dev in devices:
-        uniq = allk.fillna(-1.0).drop_duplicates().reset_index(drop=True)
-        uniq["pred_ms"] = _predict_shapes(uniq.replace(-1.0, np.nan), dev, method, tiles, cfg_by_class, None)
+        uniq = uniq_shapes.reset_index(drop=True)
+        uniq["pred_ms"] = predict_kernels(uniq.replace(-1.0, np.nan), dev, method, tiles, cfg_by_class)
         for b, t in tables.items():
             pred = t[SHAPE_COLS].fillna(-1.0).merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy()
             pred = pred * fused_scale(t)

@@ -104,12 +104,13 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None) -> np.nda
 
 
 def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", tiles: str = "spec",
-                    cfg_by_class: dict | None = None) -> np.ndarray:
+                    cfg_by_class: dict | None = None, habitat_cfg: dict | None = None) -> np.ndarray:
     """Latency (ms) per row on `device`, read from its spec (+ training-GPU data) only.
 
     df: columns op, B, M, N, K, H (and 'bytes' for op 'mem'; 'kernel_name' for tiles='oracle').
     method: neusight | roofline | habitat | li (li: NaN where the device has no training rows).
     tiles (neusight): spec (= SPEC_TILES) | autotune | classifier | oracle (target's kernel names).
+    cfg_by_class (neusight) and habitat_cfg (habitat): training configs; None = the defaults.
     """
     if method not in METHODS:
         raise KernelInputError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -127,7 +128,7 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
         out[~mem] = add_roofline(rest)["roofline_ms"].to_numpy()
     elif method == "habitat":
         from .baselines import habitat_predict
-        out[~mem] = habitat_predict(rest)
+        out[~mem] = habitat_predict(rest, habitat_cfg)
     elif method == "li":
         from .baselines import li_predict
         out[~mem] = li_predict(rest, device.name)
@@ -152,12 +153,7 @@ def predict_by_device(df: pd.DataFrame, method: str = "neusight", tiles: str = "
     """predict_kernels over a table with a 'device' column (e.g. load_kernels()), one device at a time."""
     out = np.full(len(df), np.nan)
     for name, rows in df.groupby("device").indices.items():
-        part = df.iloc[rows]
-        if method == "habitat" and habitat_cfg is not None:
-            from .baselines import habitat_predict
-            out[rows] = habitat_predict(_with_spec(check_kernels(part), device_by_name(name)), habitat_cfg)
-        else:
-            out[rows] = predict_kernels(part, device_by_name(name), method, tiles, cfg_by_class)
+        out[rows] = predict_kernels(df.iloc[rows], device_by_name(name), method, tiles, cfg_by_class, habitat_cfg)
     return out
 
 
