@@ -109,22 +109,22 @@ def fit_li(flops: np.ndarray, latency_ms: np.ndarray) -> tuple[float, float]:
 _LI: dict = {}
 
 
-def li_coefficients(device_name: str) -> dict:
+def li_coefficients(device_name: str, vendor: str = "nvidia") -> dict:
     """{op: (a, b)} fitted on the device's own split == 'train' rows ({} when it has none)."""
-    if device_name not in _LI:
-        df = load_kernels(devices=device_name, splits="train")
+    if (device_name, vendor) not in _LI:
+        df = load_kernels(devices=device_name, splits="train", vendor=vendor)
         coef = {}
         if len(df):
             flops, _ = flops_and_bytes(df)
             for op, rows in df.groupby("op").indices.items():
                 coef[op] = fit_li(flops[rows], df["latency_ms"].to_numpy(float)[rows])
-        _LI[device_name] = coef
-    return _LI[device_name]
+        _LI[device_name, vendor] = coef
+    return _LI[device_name, vendor]
 
 
-def li_predict(df: pd.DataFrame, device_name: str) -> np.ndarray:
+def li_predict(df: pd.DataFrame, device_name: str, vendor: str = "nvidia") -> np.ndarray:
     """Li et al. latency (ms) per row; NaN for ops/devices without target training measurements."""
-    coef = li_coefficients(device_name)
+    coef = li_coefficients(device_name, vendor)
     flops, _ = flops_and_bytes(df)
     a = np.array([coef.get(op, (np.nan, np.nan))[0] for op in df["op"]])
     b = np.array([coef.get(op, (np.nan, np.nan))[1] for op in df["op"]])

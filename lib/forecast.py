@@ -228,7 +228,7 @@ def main(argv=None) -> int:
     if args.batch < 1 or args.seq < 1:
         print("error: --batch and --seq must be positive integers", file=sys.stderr)
         return 2
-    if args.kernels_out and (problem := paths.output_problem(args.kernels_out)):
+    if args.kernels_out and (problem := paths.output_problem(args.kernels_out, (args.model, args.device))):
         print(f"error: --kernels-out {args.kernels_out}: {problem}", file=sys.stderr)
         return 2
     from .kernels import KernelInputError
@@ -242,7 +242,9 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not np.isfinite(result["latency_ms"]):
-        print(f"error: method '{args.method}' cannot forecast {device.name} (no measurements of it)", file=sys.stderr)
+        why = ("Li et al. needs measurements of the target itself, and there are none" if args.method == "li"
+               else f"the forecast is not finite; check the spec values in {args.device}")
+        print(f"error: method '{args.method}' cannot forecast {device.name}: {why}", file=sys.stderr)
         return 2
     if args.kernels_out:
         try:

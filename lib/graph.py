@@ -67,6 +67,18 @@ ARCHS = {
                             ("encoder.block", "decoder.block"), 2),
 }
 
+# Fields that size a model. A config must give each as a positive integer: Hugging Face would otherwise
+# fill a missing one with its own default (bert-base's width for a BERT config) without a word.
+_LLAMA_SIZES = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
+SIZE_FIELDS = {"bert": _LLAMA_SIZES, "gpt2": ("n_embd", "n_head", "vocab_size"),
+               "opt": ("hidden_size", "num_attention_heads", "ffn_dim", "vocab_size"),
+               "llama": _LLAMA_SIZES, "mistral": _LLAMA_SIZES, "qwen2": _LLAMA_SIZES,
+               "switch_transformers": ("d_model", "num_heads", "d_ff", "d_kv", "num_experts", "vocab_size")}
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
 
 @dataclass
 class ModelConfig:
@@ -102,15 +114,13 @@ def load_config(path) -> ModelConfig:
         raise GraphError(f"{path}: unknown architecture (architectures={raw.get('architectures')}, "
                          f"model_type={model_type!r}); supported model_type: {sorted(ARCHS)}")
     _, _, layer_fields, pos_field, stacks, period = ARCHS[model_type]
-    layers = []
-    for f in layer_fields:
-        v = raw.get(f)
-        if not isinstance(v, int) or v < 1:
-            raise GraphError(f"{path}: field '{f}' must be a positive integer (got {v!r})")
-        layers.append(v)
+    for f in (*layer_fields, *SIZE_FIELDS[model_type]):
+        if not _positive_int(raw.get(f)):
+            raise GraphError(f"{path}: field '{f}' must be a positive integer (got {raw.get(f)!r})")
+    layers = [raw[f] for f in layer_fields]
     max_pos = raw.get(pos_field) if pos_field else None
-    if pos_field and not isinstance(max_pos, int):
-        raise GraphError(f"{path}: field '{pos_field}' must be an integer (got {max_pos!r})")
+    if pos_field and not _positive_int(max_pos):
+        raise GraphError(f"{path}: field '{pos_field}' must be a positive integer (got {max_pos!r})")
     return ModelConfig(path, raw, model_type, tuple(layers), max_pos, period, stacks)
 
 
@@ -168,7 +178,12 @@ def capture(config_path, batch: int, seq: int, mode: str, *, depths=None,
     if use_cache and cache.exists():
         return pd.read_pickle(cache)
     from .graph_capture import record  # imports torch + transformers (seconds)
-    records = record(cfg, batch, seq, mode, depths)
+    try:
+        records = record(cfg, batch, seq, mode, depths)
+    except Exception as e:   # transformers / torch rejecting a value of the config (an activation name, a size)
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise GraphError(f"{cfg.path}: cannot build the model from this config at batch {batch}, "
+                         f"sequence {seq} ({type(e).__name__}: {first})") from None
     df = _to_table(records, cfg, depths)
     if use_cache:
         cache.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -131,7 +132,7 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
         out[~mem] = habitat_predict(rest, habitat_cfg)
     elif method == "li":
         from .baselines import li_predict
-        out[~mem] = li_predict(rest, device.name)
+        out[~mem] = li_predict(rest, device.name, device.vendor)
     else:
         out[~mem] = _dedup(rest, ["kernel_name"] if tiles == "oracle" else [],
                            lambda u: _neusight(u, tiles, cfg_by_class))
@@ -185,11 +186,18 @@ def _read_config(path: str) -> dict:
 def _read_kernels(path: str) -> pd.DataFrame:
     """The input CSV as it is (columns carried through), or a KernelInputError naming the file."""
     try:
-        return pd.read_csv(path)
+        with warnings.catch_warnings():   # a row longer than the header is an error, not a dropped field
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            table = pd.read_csv(path, index_col=False)
+    except pd.errors.ParserWarning:
+        raise KernelInputError(f"{path}: a row has more fields than the header") from None
     except FileNotFoundError:
         raise KernelInputError(f"{path}: input file not found") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise KernelInputError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
+    if {"op", "OPName"} <= set(table.columns):
+        raise KernelInputError(f"{path}: both 'op' and 'OPName' columns; give the op name once")
+    return table
 
 
 def main(argv=None) -> int:
@@ -203,7 +211,7 @@ def main(argv=None) -> int:
                     help="GEMM tile rule: spec (default, from the spec only); oracle needs kernel_name")
     ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
     args = ap.parse_args(argv)
-    if problem := paths.output_problem(args.output):   # before any work, not after it
+    if problem := paths.output_problem(args.output, (args.input, args.device, args.config)):   # before any work
         print(f"error: --output {args.output}: {problem}", file=sys.stderr)
         return 2
     try:
@@ -222,8 +230,8 @@ def main(argv=None) -> int:
             raise KernelInputError(f"{args.input}: row {int(np.flatnonzero(overflow)[0])}: dimensions too "
                                    f"large, the predicted latency overflows")
         if args.method == "li" and np.isnan(pred).any():
-            print(f"note: Li et al. fits on measurements of the target itself; {device.name} has none "
-                  f"for some ops, whose pred_ms is NaN", file=sys.stderr)
+            print(f"note: Li et al. fits on measurements of the target itself; {device.name} has none for the "
+                  f"ops of {int(np.isnan(pred).sum())} of {len(pred)} rows, whose pred_ms is NaN", file=sys.stderr)
         paths.write_atomic(args.output, lambda tmp: table.assign(pred_ms=pred).to_csv(tmp, index=False))
     except (KernelInputError, DeviceError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

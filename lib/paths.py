@@ -22,19 +22,26 @@ LABELS = NEUSIGHT / "label"
 SUMMARY = NEUSIGHT / "summary"
 
 
-def output_problem(path) -> str | None:
-    """Why `path` cannot be written as an output file (its folder is missing, or it is a folder), else None."""
-    path = Path(path)
-    if path.is_dir():
-        return f"{path} is a folder, not a file"
+def output_problem(path, inputs=()) -> str | None:
+    """Why `path` cannot be written as an output file, else None: it names a folder, its folder is
+    missing, it exists but is not a regular file (a FIFO, a device), or it is one of the `inputs`."""
+    text, path = str(path), Path(path)
+    if path.is_dir() or text.endswith(("/", os.sep)):
+        return "names a folder, not a file"
     if not path.parent.is_dir():
         return f"folder {path.parent} does not exist"
+    if path.exists() and not path.is_file():
+        return "exists and is not a regular file"
+    if any(path.resolve() == Path(i).resolve() for i in inputs if i):
+        return "is also an input of this command; it would be overwritten"
     return None
 
 
 def write_atomic(path, write) -> Path:
     """`write(tmp)` to a sibling temporary file, then rename it onto `path`: never a half-written file."""
     path = Path(path)
+    if path.is_symlink():   # write the file the link points to, and keep the link
+        path = path.resolve()
     tmp = path.with_name(f".tmp-{path.name}")  # same suffixes: pandas infers the same compression
     try:
         write(tmp)

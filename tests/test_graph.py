@@ -141,6 +141,17 @@ def test_errors(tmp_path):
         graph.load_config(tmp_path)   # a folder
     with pytest.raises(graph.GraphError, match="n_layer"):
         graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=0)))
+    with pytest.raises(graph.GraphError, match="'n_layer' must be a positive integer"):
+        graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=True)))
+    # a size Hugging Face would fill with its own default must be given
+    with pytest.raises(graph.GraphError, match="'n_embd' must be a positive integer"):
+        graph.load_config(_write(tmp_path, {k: v for k, v in TINY_GPT2.items() if k != "n_embd"}))
+    with pytest.raises(graph.GraphError, match="'hidden_size' must be a positive integer"):
+        graph.load_config(_write(tmp_path, dict(TINY_LLAMA, hidden_size=-64)))
+    # a value only transformers can judge: one line naming the file, not a traceback from inside
+    with pytest.raises(graph.GraphError, match=r"bad\.json: cannot build the model.*KeyError"):
+        graph.capture(_write(tmp_path, dict(TINY_GPT2, activation_function="foo"), "bad"), 1, 8, "inference",
+                      use_cache=False)
     with pytest.raises(graph.GraphError, match="mode"):
         graph.capture(_write(tmp_path, TINY_GPT2), 1, 8, "serving")
 

@@ -89,10 +89,32 @@ def test_cli_bad_input_one_line(table, message, tmp_path):
     assert not (tmp_path / "p.csv").exists()
 
 
+def test_cli_csv_rows_longer_than_the_header_and_two_op_columns(tmp_path):
+    inp = tmp_path / "k.csv"
+    for text, message in (("OPName,B,H\nadd,8,4096,5\n", "more fields than the header"),
+                          ("op,OPName,B,H\nadd,add,8,4096\n", "both 'op' and 'OPName'")):
+        inp.write_text(text)
+        r = cli("--device", L4, "--input", inp, "--output", tmp_path / "p.csv", "--method", "roofline")
+        assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_li_fits_an_amd_training_gpu_on_its_own_rows(tmp_path):
+    inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
+    KERNELS.to_csv(inp, index=False)
+    r = cli("--device", paths.DEVICE_CONFIGS / "AMD_Instinct_MI100.json", "--input", inp, "--output", out,
+            "--method", "li")
+    assert r.returncode == 0, r.stderr
+    # MI100's training rows are vector ops only (no GEMMs): those are fitted, the GEMMs cannot be
+    pred = pd.read_csv(out).set_index("OPName")["pred_ms"]
+    assert np.isfinite(pred.drop(["bmm", "linear"])).all() and pred[["bmm", "linear"]].isna().all()
+    assert "2 of 6 rows" in r.stderr
+
+
 def test_cli_bad_output_and_config_fail_before_any_work(tmp_path):
     inp, cfg = tmp_path / "k.csv", tmp_path / "cfg.json"
     KERNELS.to_csv(inp, index=False)
-    for out, message in ((tmp_path / "no" / "p.csv", "does not exist"), (tmp_path, "is a folder")):
+    for out, message in ((tmp_path / "no" / "p.csv", "does not exist"), (tmp_path, "names a folder"),
+                         (inp, "also an input")):
         r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
     for body, message in (({"FC": "x"}, "FC: expected an object"), ({"FC": {"max_rows": "many"}}, "max_rows must be")):

@@ -1,0 +1,27 @@
+"""lib.paths: where an output may be written, and atomic writes."""
+import os
+
+from lib import paths
+
+
+def test_output_problem_names_each_case(tmp_path):
+    (tmp_path / "in.csv").write_text("x")
+    assert paths.output_problem(tmp_path / "out.csv") is None
+    assert paths.output_problem(tmp_path / "in.csv") is None          # an existing file may be replaced
+    assert "folder" in paths.output_problem(tmp_path)
+    assert "folder" in paths.output_problem(f"{tmp_path}/new/")       # a trailing slash names a folder
+    assert "does not exist" in paths.output_problem(tmp_path / "no" / "out.csv")
+    os.mkfifo(tmp_path / "fifo")
+    assert "not a regular file" in paths.output_problem(tmp_path / "fifo")
+    assert "also an input" in paths.output_problem(tmp_path / "in.csv", (None, tmp_path / "in.csv"))
+    os.symlink(tmp_path / "in.csv", tmp_path / "link.csv")
+    assert "also an input" in paths.output_problem(tmp_path / "link.csv", (tmp_path / "in.csv",))
+
+
+def test_write_atomic_writes_through_a_symlink(tmp_path):
+    target, link = tmp_path / "target.csv", tmp_path / "link.csv"
+    target.write_text("old")
+    os.symlink(target, link)
+    paths.write_atomic(link, lambda tmp: tmp.write_text("new"))
+    assert link.is_symlink() and target.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "target.csv"]   # no temporary left
