@@ -208,8 +208,8 @@ def softmax_bandwidth_by_vector_share(df: pd.DataFrame, min_bytes: float = 2 ** 
 
     df: softmax kernels through lib.roofline.add_roofline (`bytes` read + written once).
     """
-    from .tiles import softmax_vector_share
-    big = df[(df["op"] == "softmax") & (df["H"] > 1024) & (df["bytes"] >= min_bytes)]
+    from .tiles import SOFTMAX_WARP_MAX_H, softmax_vector_share
+    big = df[(df["op"] == "softmax") & (df["H"] > SOFTMAX_WARP_MAX_H) & (df["bytes"] >= min_bytes)]
     share = bandwidth_share(big)
     vec = pd.cut(softmax_vector_share(big["H"]), VECTOR_SHARE_BINS, include_lowest=True)
     return (pd.DataFrame({"device": big["device"], "vector_share": vec, "bandwidth_share": share})
