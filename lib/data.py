@@ -215,9 +215,7 @@ def load_kernels(ops=None, devices=None, splits=None, vendor: str = "nvidia") ->
     else:
         df = _build_table(vendor)
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
-        df.to_parquet(tmp, index=False)
-        tmp.replace(cache)
+        paths.write_atomic(cache, lambda tmp: df.to_parquet(tmp, index=False))
     if ops is not None:
         ops = [ops] if isinstance(ops, str) else list(ops)
         df = df[df["op"].isin(ops) | df["op_class"].isin(ops)]

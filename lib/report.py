@@ -162,9 +162,7 @@ def main(argv=None) -> int:
             return 1
         return 0
     if new != text:
-        tmp = args.readme.with_suffix(".md.tmp")
-        tmp.write_text(new)
-        tmp.replace(args.readme)       # atomic: never a half-written README
+        paths.write_atomic(args.readme, lambda tmp: tmp.write_text(new))   # never a half-written README
     return 0
 
 
