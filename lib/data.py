@@ -90,8 +90,12 @@ def verify_manifest(root: Path = paths.NEUSIGHT) -> list[str]:
 def _download(dest: Path) -> None:
     """Fetch the pinned upstream commit's tarball and unpack its asplos folders into dest."""
     print(f"downloading {UPSTREAM_REPO}@{UPSTREAM_COMMIT[:10]} ...", file=sys.stderr)
-    with urllib.request.urlopen(UPSTREAM_TARBALL, timeout=120) as r:
-        blob = r.read()
+    try:
+        with urllib.request.urlopen(UPSTREAM_TARBALL, timeout=120) as r:
+            blob = r.read()
+    except OSError as e:   # URLError, a timeout, a refused connection
+        raise DataError(f"cannot download {UPSTREAM_TARBALL} ({getattr(e, 'reason', e)}); set $NEUSIGHT_DATA "
+                        f"or put the dataset at ../shared/neusight-data") from None
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
         for member in tar.getmembers():
             rel = member.name.split("/", 1)[-1]
