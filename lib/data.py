@@ -90,12 +90,8 @@ def verify_manifest(root: Path = paths.NEUSIGHT) -> list[str]:
 def _download(dest: Path) -> None:
     """Fetch the pinned upstream commit's tarball and unpack its asplos folders into dest."""
     print(f"downloading {UPSTREAM_REPO}@{UPSTREAM_COMMIT[:10]} ...", file=sys.stderr)
-    try:
-        with urllib.request.urlopen(UPSTREAM_TARBALL, timeout=120) as r:
-            blob = r.read()
-    except OSError as e:   # URLError, a timeout, a refused connection
-        raise DataError(f"cannot download {UPSTREAM_TARBALL} ({getattr(e, 'reason', e)}); set $NEUSIGHT_DATA "
-                        f"or put the dataset at ../shared/neusight-data") from None
+    with urllib.request.urlopen(UPSTREAM_TARBALL, timeout=120) as r:
+        blob = r.read()
     with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
         for member in tar.getmembers():
             rel = member.name.split("/", 1)[-1]
@@ -219,7 +215,9 @@ def load_kernels(ops=None, devices=None, splits=None, vendor: str = "nvidia") ->
     else:
         df = _build_table(vendor)
         cache.parent.mkdir(parents=True, exist_ok=True)
-        paths.write_atomic(cache, lambda tmp: df.to_parquet(tmp, index=False))
+        tmp = cache.with_suffix(".tmp")
+        df.to_parquet(tmp, index=False)
+        tmp.replace(cache)
     if ops is not None:
         ops = [ops] if isinstance(ops, str) else list(ops)
         df = df[df["op"].isin(ops) | df["op_class"].isin(ops)]

@@ -73,13 +73,3 @@ def test_amd_table_loads():
     assert set(amd["device"]) == {"AMD Instinct MI100", "AMD Instinct MI210"}
     assert {"BMM", "FC", "EW"} <= set(amd["op_class"])
 
-
-def test_a_failed_download_is_one_clear_error(tmp_path, monkeypatch):
-    import urllib.error
-    import urllib.request
-
-    def refuse(*args, **kwargs):
-        raise urllib.error.URLError("no network")
-    monkeypatch.setattr(urllib.request, "urlopen", refuse)
-    with pytest.raises(data.DataError, match="cannot download .*no network.*NEUSIGHT_DATA"):
-        data._download(tmp_path)

@@ -44,15 +44,6 @@ def test_numeric_strings_are_accepted(tmp_path):
     assert load_device(write(tmp_path, {**GOOD, "Mem_Bw": "900"})).mem_bw_gbps == 900.0
 
 
-def test_counts_are_whole_numbers_and_booleans_are_not_numbers(tmp_path):
-    for raw, message in (({**GOOD, "Num_Sm": 60.7}, "'Num_Sm' must be a whole number"),
-                         ({**GOOD, "Core_Per_SM": 0.4}, "'Core_Per_SM' must be a whole number"),
-                         ({**GOOD, "Mem_Bw": True}, "'Mem_Bw' is not a number")):
-        with pytest.raises(DeviceError, match=message):
-            load_device(write(tmp_path, raw))
-    assert load_device(write(tmp_path, {**GOOD, "Num_Sm": 80.0})).num_sm == 80
-
-
 def test_negative_and_missing_file(tmp_path):
     with pytest.raises(DeviceError, match="positive"):
         load_device(write(tmp_path, {**GOOD, "Num_Sm": -1}))
@@ -61,9 +52,6 @@ def test_negative_and_missing_file(tmp_path):
     (tmp_path / "bad.json").write_text("{oops")
     with pytest.raises(DeviceError, match="bad.json: not valid JSON"):
         load_device(tmp_path / "bad.json")
-    (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00\x81")
-    with pytest.raises(DeviceError, match="binary.json: not valid JSON"):
-        load_device(tmp_path / "binary.json")
 
 
 def test_every_shipped_device_loads_and_training_gpus_exist():
