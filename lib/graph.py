@@ -69,10 +69,10 @@ ARCHS = {
 
 # Fields that size a model. A config must give each as a positive integer: Hugging Face would otherwise
 # fill a missing one with its own default (bert-base's width for a BERT config) without a word.
-_LLAMA_SIZES = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
-SIZE_FIELDS = {"bert": _LLAMA_SIZES, "gpt2": ("n_embd", "n_head", "vocab_size"),
+_HF_SIZES = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
+SIZE_FIELDS = {"bert": _HF_SIZES, "gpt2": ("n_embd", "n_head", "vocab_size"),
                "opt": ("hidden_size", "num_attention_heads", "ffn_dim", "vocab_size"),
-               "llama": _LLAMA_SIZES, "mistral": _LLAMA_SIZES, "qwen2": _LLAMA_SIZES,
+               "llama": _HF_SIZES, "mistral": _HF_SIZES, "qwen2": _HF_SIZES,
                "switch_transformers": ("d_model", "num_heads", "d_ff", "d_kv", "num_experts", "vocab_size")}
 
 

@@ -128,7 +128,10 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
         return cfg, None, FEATURES, "shapes", False, None, False
     cfg = dict(cfg or {})
     max_rows = cfg.pop("max_rows", None)
-    features = tuple(cfg.pop("features", FEATURES))
+    features = cfg.pop("features", FEATURES)
+    if not isinstance(features, (list, tuple)):
+        raise PredictorError(f"features must be a list of feature names, got {features!r}")
+    features = tuple(features)
     validation = cfg.pop("validation", "shapes")
     ensemble = cfg.pop("ensemble", 1)
     device_factors = cfg.pop("device_factors", False)

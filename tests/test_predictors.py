@@ -94,7 +94,8 @@ def test_bad_config_names_the_key():
     with pytest.raises(P.PredictorError, match="unknown predictor config key"):
         P.make_config({"layerz": 2})
     for bad, key in (({"lr": "fast"}, "lr"), ({"layers": -3}, "layers"), ({"max_rows": "many"}, "max_rows"),
-                     ({"epochs": 2.5}, "epochs"), ({"val_fraction": 1.0}, "val_fraction"), ({"seed": True}, "seed")):
+                     ({"epochs": 2.5}, "epochs"), ({"val_fraction": 1.0}, "val_fraction"), ({"seed": True}, "seed"),
+                     ({"features": 5}, "features")):
         with pytest.raises(P.PredictorError, match=f"^{key} must be"):
             P.make_config(bad)
     assert P.make_config({"max_rows": np.int64(5), "lr": np.float32(1e-3), "layers": 0})[1] == 5
