@@ -19,15 +19,19 @@ TRAIN_GPUS_NVIDIA = ("Tesla P4", "Tesla P100-PCIE-16GB", "Tesla T4",
 TRAIN_GPUS_AMD = ("AMD Instinct MI100", "AMD Instinct MI210")
 TRAIN_GPUS = TRAIN_GPUS_NVIDIA + TRAIN_GPUS_AMD
 
-# JSON key -> (field, unit) for the numeric fields every device file must have.
+# JSON key -> (field, unit, plausible range) for the numeric fields every device file must have. The
+# ranges reach far beyond any GPU built so far (about 100x each way); a value outside one is a units
+# mistake (bytes/s given as GB/s) or a typo, and would make forecasts overflow rather than fail clearly.
 NUMERIC_KEYS = {
-    "Dev_Mem": ("mem_gb", "GB"),
-    "Mem_Bw": ("mem_bw_gbps", "GB/s"),
-    "Num_Sm": ("num_sm", "count"),
-    "Core_Per_SM": ("cores_per_sm", "count"),
-    "Freq": ("freq_mhz", "MHz"),
-    "L2Cache": ("l2_mb", "MB"),
+    "Dev_Mem": ("mem_gb", "GB", (0.1, 1e5)),
+    "Mem_Bw": ("mem_bw_gbps", "GB/s", (1.0, 1e6)),
+    "Num_Sm": ("num_sm", "count", (1, 1e5)),
+    "Core_Per_SM": ("cores_per_sm", "count", (1, 1e5)),
+    "Freq": ("freq_mhz", "MHz", (10.0, 1e5)),
+    "L2Cache": ("l2_mb", "MB", (0.01, 1e5)),
 }
+PEAK_RANGE_GFLOPS = (1.0, 1e8)   # SingleFLOPs, SingleFLOPsMM, SingleFLOPsVEC (fp32 GFLOP/s)
+COUNT_KEYS = ("Num_Sm", "Core_Per_SM")   # whole numbers
 
 
 class DeviceError(ValueError):
@@ -57,17 +61,25 @@ class Device:
         return d
 
 
-def _number(raw: dict, key: str, path: Path) -> float:
+def _number(raw: dict, key: str, path: Path, unit: str, bounds: tuple) -> float:
     if key not in raw:
         raise DeviceError(f"{path}: missing field '{key}'")
     value = raw[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool):   # JSON true is not 1
+        raise DeviceError(f"{path}: field '{key}' is not a number: {json.dumps(value)}")
+    if not isinstance(value, (int, float)):
         try:
             value = float(value)
         except (TypeError, ValueError):
             raise DeviceError(f"{path}: field '{key}' is not a number: {raw[key]!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise DeviceError(f"{path}: field '{key}' must be a positive number, got {raw[key]!r}")
+    if key in COUNT_KEYS and value != int(value):
+        raise DeviceError(f"{path}: field '{key}' must be a whole number, got {raw[key]!r}")
+    low, high = bounds
+    if not low <= value <= high:
+        raise DeviceError(f"{path}: field '{key}' = {raw[key]!r} is outside the plausible range "
+                          f"{low:g} to {high:g} {unit} (check its units)")
     return float(value)
 
 
@@ -79,12 +91,12 @@ def parse_device(raw: dict, path: Path | str = "<dict>") -> Device:
     name = raw.get("Device")
     if not isinstance(name, str) or not name.strip():
         raise DeviceError(f"{path}: missing field 'Device' (the GPU's name)")
-    values = {field: _number(raw, key, path) for key, (field, _) in NUMERIC_KEYS.items()}
+    values = {field: _number(raw, key, path, unit, bounds) for key, (field, unit, bounds) in NUMERIC_KEYS.items()}
     if "SingleFLOPs" in raw:
-        peak = peak_vec = _number(raw, "SingleFLOPs", path)
+        peak = peak_vec = _number(raw, "SingleFLOPs", path, "GFLOP/s", PEAK_RANGE_GFLOPS)
     elif "SingleFLOPsMM" in raw or "SingleFLOPsVEC" in raw:
-        peak = _number(raw, "SingleFLOPsMM", path)
-        peak_vec = _number(raw, "SingleFLOPsVEC", path)
+        peak = _number(raw, "SingleFLOPsMM", path, "GFLOP/s", PEAK_RANGE_GFLOPS)
+        peak_vec = _number(raw, "SingleFLOPsVEC", path, "GFLOP/s", PEAK_RANGE_GFLOPS)
     else:
         raise DeviceError(f"{path}: missing field 'SingleFLOPs' (or 'SingleFLOPsMM' and 'SingleFLOPsVEC')")
     vendor = "amd" if ("AMD" in name or "SingleFLOPsMM" in raw) else "nvidia"
@@ -96,12 +108,18 @@ def parse_device(raw: dict, path: Path | str = "<dict>") -> Device:
 def load_device(path: Path | str) -> Device:
     """Read and validate a device JSON file (dataset format)."""
     path = Path(path)
+    if path.is_dir():
+        raise DeviceError(f"{path}: is a folder; give the device JSON file")
     if not path.is_file():
         raise DeviceError(f"{path}: device file not found")
     try:
-        raw = json.loads(path.read_text())
+        raw = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise DeviceError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
+    except UnicodeDecodeError:
+        raise DeviceError(f"{path}: not a UTF-8 text file (a JSON device spec is expected)") from None
+    except OSError as e:
+        raise DeviceError(f"{path}: cannot be read ({e.strerror})") from None
     return parse_device(raw, path)
 
 

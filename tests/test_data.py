@@ -1,5 +1,7 @@
 """The data layer: materialization manifest, the tidy kernel table, and clear errors."""
+import io
 import shutil
+import urllib.error
 
 import pandas as pd
 import pytest
@@ -73,3 +75,37 @@ def test_amd_table_loads():
     assert set(amd["device"]) == {"AMD Instinct MI100", "AMD Instinct MI210"}
     assert {"BMM", "FC", "EW"} <= set(amd["op_class"])
 
+
+
+def test_failed_download_is_a_data_error_and_leaves_nothing(monkeypatch, tmp_path):
+    def offline(*args, **kwargs):
+        raise data.urllib.error.URLError("no network")
+    monkeypatch.setattr(data.urllib.request, "urlopen", offline)
+    with pytest.raises(data.DataError, match="download of .*failed.*no network"):
+        data._download(tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_that_is_not_a_tarball_is_a_data_error(monkeypatch, tmp_path):
+    class Response(io.BytesIO):
+        pass
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: Response(b"<html>rate limited</html>"))
+    with pytest.raises(data.DataError, match="not a readable tarball"):
+        data._download(tmp_path)
+
+
+def test_fingerprint_ignores_prose_in_the_loader(monkeypatch):
+    before = data.fingerprint()
+    real = data.Path.read_text
+
+    def with_comment(self, *args, **kwargs):
+        text = real(self, *args, **kwargs)
+        return text + "\n# a comment\n" if self.name == "devices.py" else text
+    monkeypatch.setattr(data.Path, "read_text", with_comment)
+    assert data.fingerprint() == before
+
+    def with_code(self, *args, **kwargs):
+        text = real(self, *args, **kwargs)
+        return text + "\nX = 1\n" if self.name == "ops.py" else text
+    monkeypatch.setattr(data.Path, "read_text", with_code)
+    assert data.fingerprint() != before

@@ -60,3 +60,28 @@ def test_every_shipped_device_loads_and_training_gpus_exist():
     assert "NVIDIA L4" in found
     for f in paths.DEVICES_ADDED.glob("*.json"):
         assert "Sources" in json.loads(f.read_text()), f"{f.name}: every number needs a source"
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("Mem_Bw", True, "'Mem_Bw' is not a number: true"),
+    ("Num_Sm", 0.5, "'Num_Sm' must be a whole number"),
+    ("Core_Per_SM", "64.5", "'Core_Per_SM' must be a whole number"),
+    ("Mem_Bw", 9e11, r"'Mem_Bw' = 900000000000\.0 is outside the plausible range 1 to 1e\+06 GB/s \(check its units\)"),
+    ("Mem_Bw", 1e-300, "'Mem_Bw' = 1e-300 is outside the plausible range"),
+    ("SingleFLOPs", 1e308, r"'SingleFLOPs' .* GFLOP/s"),
+])
+def test_implausible_values_name_the_field(tmp_path, field, value, message):
+    with pytest.raises(DeviceError, match=rf"dev\.json: field {message}"):
+        load_device(write(tmp_path, {**GOOD, field: value}))
+
+
+def test_whole_number_counts_given_as_floats_are_accepted(tmp_path):
+    assert load_device(write(tmp_path, {**GOOD, "Num_Sm": 80.0})).num_sm == 80
+
+
+def test_unreadable_files_are_device_errors(tmp_path):
+    (tmp_path / "latin1.json").write_bytes('{"Device": "caf\xe9"}'.encode("latin-1"))
+    with pytest.raises(DeviceError, match=r"latin1\.json: not a UTF-8 text file"):
+        load_device(tmp_path / "latin1.json")
+    with pytest.raises(DeviceError, match="is a folder"):
+        load_device(tmp_path)
