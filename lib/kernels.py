@@ -62,7 +62,8 @@ def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
         for col in dims:
             if col not in out.columns:
                 raise KernelInputError(f"missing column '{col}' (needed by {what})")
-            x = pd.to_numeric(out[col], errors="coerce").to_numpy(float)
+            x = pd.to_numeric(out[col], errors="coerce").to_numpy(float, copy=True)
+            x[_booleans(out[col])] = np.nan   # True is not the dimension 1
             # bytes: any number >= 0; a tensor dimension: a whole number >= 1
             ok = np.isfinite(x) & ((x >= 0) if col == "bytes" else (x >= 1) & (x == np.round(x)))
             bad = rows & ~ok
@@ -73,6 +74,15 @@ def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
     for col in ("B", "M", "N", "K", "H", "bytes"):
         out[col] = pd.to_numeric(out[col], errors="coerce") if col in out.columns else np.nan
     return out
+
+
+def _booleans(col: pd.Series) -> np.ndarray:
+    """Which entries are booleans (a bool column, or bools inside an object column)."""
+    if pd.api.types.is_bool_dtype(col):
+        return np.ones(len(col), bool)
+    if col.dtype == object:
+        return col.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
+    return np.zeros(len(col), bool)
 
 
 def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:

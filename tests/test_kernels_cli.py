@@ -9,7 +9,7 @@ import pytest
 
 from lib import paths
 from lib.devices import load_device
-from lib.kernels import KernelInputError, predict_kernels
+from lib.kernels import KernelInputError, check_kernels, predict_kernels
 
 TINY = {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}
 L4 = paths.DEVICE_CONFIGS / "NVIDIA_L4.json"
@@ -78,7 +78,8 @@ def test_cli_li_cannot_forecast_an_ood_gpu(tmp_path):
     (pd.DataFrame({"OPName": ["bmm"], "B": [1], "M": [1.5], "N": [4], "K": [4]}), "column 'M' must be a positive integer"),
     (pd.DataFrame({"B": [1], "H": [4]}), "missing column 'op'"),
     (pd.DataFrame({"OPName": ["add"], "B": [1e300], "H": [1e300]}), "row 0: dimensions too large"),
-], ids=["unknown-op", "missing-column", "negative-dim", "fractional-dim", "no-op-column", "overflow"])
+    (pd.DataFrame({"OPName": ["add", "add"], "B": [True, False], "H": [4, 4]}), "column 'B' must be a positive integer"),
+], ids=["unknown-op", "missing-column", "negative-dim", "fractional-dim", "no-op-column", "overflow", "boolean-dim"])
 def test_cli_bad_input_one_line(table, message, tmp_path):
     inp = tmp_path / "k.csv"
     table.to_csv(inp, index=False)
@@ -157,3 +158,9 @@ def test_api_identical_kernels_predicted_once_same_result():
     out = _dedup(df, [], predict)
     assert seen == [3]                                  # three distinct kernels
     assert np.array_equal(out, [20, 20, 21, 30])
+
+
+def test_booleans_inside_an_object_column_are_not_dimensions():
+    table = pd.DataFrame({"op": ["add", "add"], "B": pd.Series([8, True], dtype=object), "H": [4, 4]})
+    with pytest.raises(KernelInputError, match=r"column 'B' must be a positive integer .*\(row 1\)"):
+        check_kernels(table)
