@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from lib import baselines
+from lib.data import load_kernels
 
 
 def test_fit_li_recovers_a_line():
@@ -72,7 +73,7 @@ def test_habitat_prediction_is_finite_on_an_unseen_cores_per_sm(monkeypatch):
     lo = TRAIN_POINT.copy()
     lo[:-1] -= 1.0               # every feature but cores_per_sm varied in training
     monkeypatch.setattr(baselines, "_habitat_model", lambda *a: _tiny_habitat(std_cores=1e-4))
-    monkeypatch.setattr(baselines, "_training_range", lambda *a: (lo, TRAIN_POINT), raising=False)
+    monkeypatch.setattr(baselines, "_training_range", lambda *a: (lo, TRAIN_POINT))
     # the training point itself: z = 0, latency = exp(0 + log 2) = 2 ms
     assert baselines.habitat_predict(_bmm_row(64)) == pytest.approx([2.0], rel=1e-5)
     # 128 cores per SM: z = log(2) / 1e-4 ~ 6931 overflowed exp to inf; held at 64 it is 2 ms again
@@ -84,7 +85,11 @@ def test_habitat_prediction_is_finite_on_an_unseen_cores_per_sm(monkeypatch):
 def test_li_predicts_a_training_gpu_from_its_own_line():
     gpu = "Tesla T4"
     a, b = baselines.li_coefficients(gpu)["bmm"]
-    assert a > 0
+    # the line is fitted on this GPU's own training rows only: bmm [B, M, N] @ [B, N, K] is 2*B*M*N*K FLOP
+    own = load_kernels(ops="bmm", devices=gpu, splits="train")
+    flop = 2 * own["B"] * own["M"] * own["N"] * own["K"]
+    assert (a, b) == pytest.approx(baselines.fit_li(flop.to_numpy(float), own["latency_ms"].to_numpy(float)))
+    assert a > 0 and (a, b) != pytest.approx(baselines.li_coefficients("Tesla P4")["bmm"], rel=1e-3)
     row = pd.DataFrame({"op": ["bmm"], "B": [2.0], "M": [64.0], "N": [128.0], "K": [256.0], "H": [np.nan]})
     # bmm [B, M, N] @ [B, N, K]: 2 * B * M * N * K FLOP
     assert baselines.li_predict(row, gpu)[0] == pytest.approx(a * 2 * 2 * 64 * 128 * 256 + b)

@@ -58,8 +58,12 @@ def test_every_shipped_device_loads_and_training_gpus_exist():
     found = devices.all_devices()
     assert set(devices.TRAIN_GPUS_NVIDIA) <= found.keys()
     assert "NVIDIA L4" in found
-    for f in paths.DEVICES_ADDED.glob("*.json"):
-        assert "Sources" in json.loads(f.read_text()), f"{f.name}: every number needs a source"
+    added = sorted(paths.DEVICES_ADDED.glob("*.json"))
+    assert {"NVIDIA_H200.json", "NVIDIA_B200.json"} <= {f.name for f in added}
+    for f in added:
+        raw = json.loads(f.read_text())
+        numbers = [k for k in (*devices.NUMERIC_KEYS, "SingleFLOPs", "SingleFLOPsMM", "SingleFLOPsVEC") if k in raw]
+        assert set(numbers) <= set(raw.get("Sources", {})), f"{f.name}: every number needs a source"
 
 
 @pytest.mark.parametrize("field,value,message", [

@@ -1,5 +1,6 @@
 """The collector's CSV schema, CLI and device JSON (lib.profile), on CPU."""
 import csv
+import sys
 import types
 
 import pytest
@@ -45,12 +46,23 @@ def test_bad_op_and_mixed_formats(monkeypatch, capsys, tmp_path):
         P.collect(["bmm", "add"], "test", tmp_path / "o.csv")
 
 
-def test_device_spec_from_properties():
+def test_device_spec_from_properties(monkeypatch):
     props = types.SimpleNamespace(name="NVIDIA Fake", total_memory=80 * 2**30, multi_processor_count=132,
                                   major=9, minor=0, L2_cache_size=50 * 2**20)
     fake = types.SimpleNamespace(cuda=types.SimpleNamespace(get_device_properties=lambda i: props))
+    monkeypatch.setitem(sys.modules, "pynvml", None)   # no NVML: the fields are marked, not invented
     spec = P.device_spec(fake)
     assert (spec["Device"], spec["Dev_Mem"], spec["Num_Sm"], spec["Core_Per_SM"], spec["L2Cache"]) == \
         ("NVIDIA Fake", 80, 132, 128, 50)
-    if spec["Freq"] is None:   # no NVML here: the fields are marked, not invented
-        assert "NEEDS DATASHEET" in spec["Sources"]["Freq"] and spec["SingleFLOPs"] is None
+    assert spec["Freq"] is None and spec["SingleFLOPs"] is None
+    assert "NEEDS DATASHEET" in spec["Sources"]["Freq"] and "NEEDS DATASHEET" in spec["Sources"]["SingleFLOPs"]
+    # with NVML (an H100-like fake): max SM clock 1980 MHz, max memory clock 2619 MHz, 5120-bit bus
+    clocks = {"SM": 1980, "MEM": 2619}
+    nvml = types.SimpleNamespace(NVML_CLOCK_SM="SM", NVML_CLOCK_MEM="MEM", nvmlInit=lambda: None,
+                                 nvmlDeviceGetHandleByIndex=lambda i: i,
+                                 nvmlDeviceGetMaxClockInfo=lambda h, kind: clocks[kind],
+                                 nvmlDeviceGetMemoryBusWidth=lambda h: 5120)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    spec = P.device_spec(fake)
+    # Mem_Bw = 2619 MHz x 2 x 5120 bit / 8 / 1000 = 3352.32 GB/s; SingleFLOPs = 2 x 132 x 128 x 1.98 GHz = 66908.16
+    assert (spec["Freq"], spec["Mem_Bw"], spec["SingleFLOPs"]) == (1980, 3352.3, 66908)

@@ -23,7 +23,7 @@ def gemm_row(**kw):
 
 def test_waves():
     assert num_waves(np.array([128, 108, 109, 1]), 108).tolist() == [2, 1, 2, 1]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="num_sm must be positive"):
         num_waves(1, 0)
 
 
