@@ -19,6 +19,7 @@ inside the range of the GPUs the model learned from (lib.utilization.hold_mem_te
 """
 from __future__ import annotations
 
+import functools
 import numbers
 import time
 from dataclasses import dataclass, fields, replace
@@ -199,9 +200,15 @@ def shape_groups(df: pd.DataFrame) -> np.ndarray:
 CODE = (features_mod, tiles_mod, waves_mod, roofline_mod, train_mod.fit)
 
 
+@functools.cache
+def _code_text(obj) -> str:
+    """train.code_text once per object and process: a cold forecast builds the keys of 11 predictors."""
+    return train_mod.code_text(obj)
+
+
 def _own_code() -> list[str]:
     """code_text of the functions that shape a trained model (lib.utilization's and this module's; not whole files)."""
-    return [train_mod.code_text(f) for f in (input_names, model_inputs, UtilizationMLP, alpha_beta,
+    return [_code_text(f) for f in (input_names, model_inputs, UtilizationMLP, alpha_beta,
                                            utilization, latency_ms, _predict_ms, _tensors, device_index,
                                            device_efficiency, training_table, shape_groups)]
 
@@ -237,9 +244,9 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     # loader and feature code) instead of the table itself, so a cache hit loads no data. The
     # overhead variant adds its own code, so the keys of every other config stay as they were.
     key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, n_devices, fingerprint("nvidia"),
-                              *[train_mod.code_text(c) for c in CODE], *_own_code(),
-                              *([train_mod.code_text(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []),
-                              *([train_mod.code_text(largest_rows), LARGEST_SHARE] if validation == "largest" else []))
+                              *[_code_text(c) for c in CODE], *_own_code(),
+                              *([_code_text(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []),
+                              *([_code_text(largest_rows), LARGEST_SHARE] if validation == "largest" else []))
     name = _cache_name(op_class, cfg, validation, overhead)
     if force:
         (paths.BUILD / "predictors" / f"{name}-{key}.pt").unlink(missing_ok=True)
