@@ -209,8 +209,8 @@ def _code_text(obj) -> str:
 def _own_code() -> list[str]:
     """code_text of the functions that shape a trained model (lib.utilization's and this module's; not whole files)."""
     return [_code_text(f) for f in (input_names, model_inputs, UtilizationMLP, alpha_beta,
-                                           utilization, latency_ms, _predict_ms, _tensors, device_index,
-                                           device_efficiency, training_table, shape_groups)]
+                                    utilization, latency_ms, _predict_ms, _tensors, device_index,
+                                    device_efficiency, training_table, shape_groups)]
 
 
 def _cache_name(op_class: str, cfg: TrainConfig, validation: str, overhead: str | None = None) -> str:
