@@ -81,6 +81,8 @@ AMENDMENT2_UNSEEN_CHOICE = {"BMM": ("logo_choice", 40), "FC": ("no_f_mem", 37), 
 #     off by more than 20% in opposite directions on T4 and on P4/V100 training rows (spec sheets
 #     misstate sustained clocks differently per GPU), which only a per-GPU term can absorb. A GPU
 #     never trained on has no such term, so this model is never used for one.
+#     CORRECTION (a later session): notebook 04 (cell fc-gpu-bias) recomputes that evidence for the
+#     adopted FC model and does not reproduce those directions; its per-GPU medians still differ.
 #     Disclosed: device factors were first also scored as unseen-GPU candidates under (a). There they
 #     would have won for BMM (24.5 vs 24.9) and FC (29.1 vs 30.6), through held-out shapes alone (their
 #     LOGO error was worse: FC 39.5 vs 38.5), and their OOD error had been seen to be worse (FC 11.9 ->
