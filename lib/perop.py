@@ -65,6 +65,25 @@ def mape_table(df: pd.DataFrame, columns) -> pd.DataFrame:
     return tab[order]
 
 
+def spec_whatif_mape(df: pd.DataFrame, column: str, device_name: str, field: str, values, rows=None,
+                     cfg_by_class: dict | None = None) -> pd.DataFrame:
+    """What-if of one spec field: MAPE (%) per (split, op class) (rows) x value of `field` (columns) of the
+    predictions in `column` when `device_name`'s spec field is set to each value; `rows` (a mask, default all
+    of that device's rows) are forecast again, every other row keeps its prediction (notebook 04)."""
+    import dataclasses
+    from .devices import device_by_name
+    from .kernels import predict_kernels
+    _, method, tiles = VARIANTS[column]
+    mask = (df["device"] == device_name).to_numpy() & (np.ones(len(df), bool) if rows is None else np.asarray(rows))
+    out = {}
+    for value in values:
+        device = dataclasses.replace(device_by_name(device_name), **{field: value})
+        p = df.copy()
+        p.loc[mask, column] = predict_kernels(p[mask], device, method, tiles, cfg_by_class)
+        out[value] = mape_table(p, [column]).iloc[0]
+    return pd.DataFrame(out).rename_axis(columns=field)
+
+
 def mape_ci(df: pd.DataFrame, columns, paper: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per method x split x op class: rows, MAPE (%), its bootstrap 95% interval and, beside it, the
     paper's NeuSight number with where the interval lies ('below', 'above' or 'spans' the paper)."""

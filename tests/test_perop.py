@@ -28,3 +28,20 @@ def test_mape_ci_says_where_the_interval_lies_beside_the_paper():
     assert out.loc["BMM", ["ci_low_pct", "ci_high_pct"]].tolist() == pytest.approx([15.0, 15.0])
     assert out["vs_paper"].to_dict() == {"BMM": "above", "FC": "below", "EW": "spans"}
     assert out.loc["EW", "mape_pct"] == pytest.approx(15.0) and (out["rows"] == 40).all()
+
+
+def test_spec_whatif_mape_reforecasts_one_gpu_only():
+    from lib.devices import device_by_name
+    from lib.kernels import predict_kernels
+    h100, t4 = "NVIDIA H100 80GB HBM3", "Tesla T4"
+    df = pd.DataFrame({"op": ["add", "add"], "op_class": ["EW", "EW"], "B": [64, 64], "H": [2 ** 20, 2 ** 20],
+                       "device": [h100, t4], "split": ["test_ood", "test_id"]})
+    # measured = the roofline forecast at the real spec, so every APE starts at 0
+    df["latency_ms"] = [predict_kernels(df.iloc[[i]], device_by_name(d), "roofline")[0] for i, d in enumerate(df["device"])]
+    df["pred_roofline"] = df["latency_ms"]
+    bw = device_by_name(h100).mem_bw_gbps
+    t = perop.spec_whatif_mape(df, "pred_roofline", h100, "mem_bw_gbps", [bw, 2 * bw])
+    # an add (1 FLOP per 12 bytes) is memory-bound: twice the bandwidth halves the forecast, an APE of 50%
+    assert t.loc[("OOD", "EW"), bw] == pytest.approx(0.0, abs=1e-9)
+    assert t.loc[("OOD", "EW"), 2 * bw] == pytest.approx(50.0)
+    assert t.loc[("in-distribution", "EW")].tolist() == pytest.approx([0.0, 0.0], abs=1e-9)   # T4's row is not forecast again
