@@ -1,0 +1,399 @@
+"""Notebook markdown: each result it quotes from the full run, recomputed from figures/tables/.
+
+CI runs the notebooks with smoke parameters, so their outputs never check the prose. Here each quoted number
+(or word-number: "about half", "four shapes in five", "all 10") and each direction a "Reading it" cell states
+("got worse", "the lowest of the three rules") is rebuilt from the committed table that holds it, rounded or
+worded as the markdown words it, and asserted to appear in the notebook's markdown. Quotes no table holds (printed
+cell outputs only), constants of the method and the paper's own numbers are not checked here.
+"""
+import math
+import re
+
+import pandas as pd
+
+from claims import QUARTERS, WORDS, and_list, assert_says, markdown_of, mem_per_sm, table, training_gpus
+from lib.selection import AMENDMENT4
+
+NB01, NB02, NB04, NB05 = ("01-profile-kernels.ipynb", "02-feature-engineering.ipynb",
+                          "04-per-op-evaluation.ipynb", "05-end-to-end.ipynb")
+OP_ORDER = ["BMM", "FC", "EW", "SOFTMAX", "LN"]
+CLASS_WORDS = {"BMM": "BMM", "FC": "FC", "EW": "element-wise", "SOFTMAX": "softmax", "LN": "layernorm"}
+SHORT = {"Tesla P4": "P4", "Tesla P100-PCIE-16GB": "P100", "Tesla T4": "T4", "Tesla V100-PCIE-32GB": "V100",
+         "NVIDIA A100-PCIE-40GB": "A100", "NVIDIA A100 80GB PCIe": "A100-80GB", "NVIDIA H100 80GB HBM3": "H100"}
+A100_40, A100_80, H100 = "NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"
+SPEC, ORACLE = "NeuSight (spec-only tiles)", "NeuSight (oracle tiles, target's kernel names)"
+PAPER = "paper: NeuSight (oracle tiles, target's kernel names)"
+BAND = (0.9, 1.1)   # lib.consistency.BAND, the band the notebook 05 prose reads as "agree"
+
+
+def says(notebook: str, phrase: str) -> None:
+    assert_says(markdown_of(notebook), phrase, f"notebooks/{notebook} (markdown)")
+
+
+
+
+
+def ours(split: str, method: str = SPEC) -> pd.Series:
+    """MAPE per op class of one of our methods in figures/tables/perop.csv."""
+    p = table("perop")
+    return p[(p["source"] == "ours") & (p["method"] == method) & (p["split"] == split)].set_index("op_class")["mape_pct"]
+
+
+def paper_ood() -> pd.Series:
+    p = table("perop")
+    return p[(p["method"] == PAPER) & (p["split"] == "OOD")].set_index("op_class")["mape_pct"]
+
+
+def quantifier(pct: float) -> str:
+    """How the prose words a share of shapes."""
+    return "every" if pct == 100 else "nearly every" if pct >= 95 else "most" if pct > 50 else "few"
+
+
+# ------------------------------------------------------------------------------------------ notebooks 01, 02
+
+def test_01_tiles_and_coverage():
+    """01 cells 65459b90 and 1d8c3284: the most used GEMM tile per GPU (gemm-tiles-per-gpu), H100 vector rows (coverage)."""
+    top = table("gemm-tiles-per-gpu").set_index("device").idxmax(axis=1)
+    pascal_turing = "/".join(sorted(set(top[["Tesla P100-PCIE-16GB", "Tesla P4", "Tesla T4"]])))
+    ampere_hopper = "/".join(sorted(set(top[[A100_40, A100_80, H100]])))
+    says(NB01, f"Pascal and Turing most often use {pascal_turing}-type tiles, Ampere and Hopper most often {ampere_hopper}.")
+    cov = table("coverage")
+    vector_rows = int(cov.loc[cov["device"] == H100, ["EW", "SOFTMAX", "LN"]].to_numpy().sum())
+    says(NB01, f"the H100 has {'no' if vector_rows == 0 else vector_rows} vector-op (EW / softmax / LN) rows at all")
+
+
+def test_02_ood_features_inside_training_range():
+    """02 cell 0389abf3: share of OOD rows with a feature outside the training range (ood-feature-coverage, column any)."""
+    outside = table("ood-feature-coverage").set_index("device").loc[[A100_80, H100], "any"]
+    says(NB02, f"The OOD GPUs' feature values {'mostly' if outside.max() < 0.5 else 'often do not'} fall inside the training range")
+
+
+# ------------------------------------------------------------------------------------------ notebook 04
+
+def test_04_amendment1_evidence():
+    """04 cell c9ec112e: high EW folds (04-logo-validation), shapes_mape (04-selection-scores), test_id gap (04-logo-vs-combined)."""
+    logo = table("04-logo-validation")
+    ew = logo[logo["op_class"] == "EW"].set_index("held_out")["mape_oracle"]
+    high = ew[ew > ew.mean()].index
+    others = sorted(SHORT[d] for d in high if d != A100_40)
+    says(NB04, f"the A100 fold is {'one' if A100_40 in high else 'not one'} of {WORDS[len(high)]} high EW folds, "
+               f"with {' and '.join(others)}")
+    sel = table("04-selection-scores")
+    higher = []
+    for c in ("EW", "FC", "LN"):
+        s = sel[sel["op_class"] == c]
+        logo_at_logo = s[(s["config"] == "logo_choice") & (s["candidate"] == "logo_median_best")]["shapes_mape"].iloc[0]
+        if logo_at_logo > s.loc[s["candidate"] == "shapes_best", "shapes_mape"].min():
+            higher.append(c)
+    says(NB04, f"`logo_choice` at `logo_median_best` for {and_list(higher)})")
+    side = table("04-logo-vs-combined")
+    idm = side[side["split"] == "in-distribution"]
+    logo_only = idm[(idm["level_0"] == "LOGO-only choice") & (idm["level_1"] == SPEC)].set_index("op_class")["mape_pct"]
+    amended = idm[idm["level_0"] == "amended choice, unseen-GPU model on every GPU"].set_index("op_class")["mape_pct"]
+    gap = [c for c in ("EW", "LN", "FC") if logo_only[c] > amended[c]]
+    no_gap = [c for c in ("EW", "LN", "FC") if c not in gap]
+    says(NB04, f"the gap shows for {' and '.join(gap)}, not for {' and '.join(no_gap)}")
+
+
+def test_04_batch256_trial():
+    """04 cell 66632028: amendment 2's epochs, row counts, trial wins (04-selection-scores, 04-known-gpu-selection, coverage, 04-trial-b256-*)."""
+    def amendment2(t):
+        return t[[cfg not in AMENDMENT4.get(c, ()) for c, cfg in zip(t["op_class"], t["config"])]]
+    unseen = amendment2(table("04-selection-scores")).sort_values("score").groupby("op_class").head(1)
+    known = amendment2(table("04-known-gpu-selection")).sort_values("shapes_mape").groupby("op_class").head(1)
+    epochs = pd.concat([unseen["epochs"], known["epochs"]])
+    says(NB04, f"all {len(epochs)} of amendment 2's choices stopped at epoch {epochs.min()}-{epochs.max()} of the 40-epoch search")
+    cov = table("coverage")
+    rows = cov.loc[cov["split"] == "train", ["SOFTMAX", "LN"]].sum()
+    says(NB04, f"softmax ({rows['SOFTMAX']:,} training rows) and layernorm ({rows['LN']:,})")
+    steps = sorted(math.ceil(n / 1024) for n in rows)          # one epoch of the final models, batch 1024
+    says(NB04, f"take only about {steps[0]}-{steps[1]} optimizer steps per epoch at batch 1024")
+    # each protocol's best trial candidate against amendment 2's winner (lower is better)
+    trial = table("04-trial-b256-selection")
+    margin = pd.concat([
+        unseen.set_index("op_class")["score"]
+        - trial[trial["protocol"] == "unseen GPUs"].groupby("op_class")["score"].min(),
+        known.set_index("op_class")["shapes_mape"]
+        - trial[trial["protocol"] == "training GPUs"].groupby("op_class")["shapes_mape"].min()]).to_numpy()
+    assert len(margin) == 2 * len(OP_ORDER)
+    wins = margin[margin > 0]
+    says(NB04, f"the trial candidates win {'most' if len(wins) > len(margin) / 2 else 'few'} classes, "
+               f"{'mostly' if (wins < 0.5).mean() > 0.5 else 'mostly not'} by less than half a point")
+    mape = table("04-trial-b256-mape").set_index("op_class")
+    ood_a, ood_t = mape["OOD, adopted"].round(), mape["OOD, trial"].round()   # "the same": equal to the whole %
+    worse = [CLASS_WORDS[c] for c in OP_ORDER if c != "SOFTMAX" and ood_t[c] > ood_a[c]]
+    same = [CLASS_WORDS[c] for c in OP_ORDER if c != "SOFTMAX" and ood_t[c] == ood_a[c]]
+    says(NB04, f"(worse for {' and '.join(worse)}, the same for {' and '.join(same)};")
+
+
+def test_04_bootstrap_fewest_rows():
+    """04 cell perop-ci-md: the classes with the fewest OOD rows and their GPUs (perop_ci, coverage)."""
+    ci = table("perop_ci")
+    rows = ci[(ci["method"] == SPEC) & (ci["split"] == "OOD")].set_index("op_class")["rows"]
+    fewest = [c for c in OP_ORDER if rows[c] == rows.min()]
+    cov = table("coverage")
+    gpus = int((cov.loc[cov["split"] == "test_ood", fewest] > 0).any(axis=1).sum())
+    says(NB04, f"{' and '.join(CLASS_WORDS[c] for c in fewest)} have the fewest OOD rows ({WORDS[gpus]} GPU")
+
+
+def test_04_amendment4_softmax():
+    """04 cells a4-md and a4-read: softmax choices (04-selection-scores, 04-known-gpu-selection), control vs adopted (04-amendment4-softmax)."""
+    sel = table("04-selection-scores")
+    soft = sel[sel["op_class"] == "SOFTMAX"].sort_values("score")
+    known = table("04-known-gpu-selection")
+    known_soft = known[known["op_class"] == "SOFTMAX"].sort_values("shapes_mape")
+    says(NB04, f"The criterion chose `{soft['config'].iloc[0]}` for GPUs never trained on and "
+               f"`{known_soft['config'].iloc[0]}` for the training GPUs")
+    a4 = table("04-amendment4-softmax")
+    ood = {row["softmax model"].split(" ")[0]: row["OOD"] for _, row in a4.iterrows()}
+    says(NB04, f"the control did {'better' if ood['control'] < ood['adopted'] else 'worse'} out of distribution "
+               "than the adopted model")
+    best = soft.groupby("config")["score"].min()
+    says(NB04, f"scored it {'worse (a higher score' if best['wave_l2_block'] > best['wave_l2_vec'] else 'better (a lower score'};")
+
+
+def test_04_amendment5_memory_hold():
+    """04 cells a5-md and a5-read: GB per SM (device-specs), the P100 fold (04-amendment5-evidence), before/after (04-amendment5)."""
+    per_sm = mem_per_sm()
+    train = per_sm[training_gpus()]
+    says(NB04, f"The five training GPUs have {train.min():.2f}-{train.max():.2f} GB of memory per SM")
+    far = (per_sm[[H100, A100_80, "NVIDIA H200"]] > 1.5 * train.max()).all()
+    says(NB04, f"H100, A100-80GB and H200 have {'far more' if far else 'not far more'} (the cell prints it)")
+    p100 = "Tesla P100-PCIE-16GB"
+    rest = train.drop(p100)
+    inside = rest.min() <= train[p100] <= rest.max()
+    witness = rest.idxmin() if train[p100] >= rest.min() else rest.idxmax()
+    says(NB04, f"The rule assumed that P100 ({train[p100]:.2f} GB per SM) lies outside the other four GPUs' range. "
+               f"It {'does not' if inside else 'does'} ({SHORT[witness]}: {train[witness]:.2f})")
+    ev = table("04-amendment5-evidence")
+    identical = (ev["mape_as_is"] == ev["mape_held"]).all()
+    says(NB04, f"the two MAPEs come out {'identical' if identical else 'different'} (the cell). "
+               f"All {WORDS[int(ev['adopt'].sum())]} classes are adopted")
+    a5 = table("04-amendment5").set_index("op_class")
+    before, after, paper = a5["OOD, before (amendment 4)"], a5["OOD, after (amendment 5)"], a5["paper"]
+    moved = [c for c in OP_ORDER if after[c] != before[c]]
+    exactly = "exactly" if set(moved) == set(ev["op_class"]) else "not only"
+    says(NB04, f"Out of distribution it moves {exactly} the {WORDS[len(moved)]} classes that read `f_mem`")
+    worse = and_list(CLASS_WORDS[c] for c in moved if after[c] > before[c])
+    better = and_list(CLASS_WORDS[c] for c in moved if after[c] < before[c])
+    says(NB04, f"In the full run {worse} got worse and {better} better, and softmax still "
+               f"{'misses' if after['SOFTMAX'] > paper['SOFTMAX'] else 'beats'} the paper's number")
+
+
+def test_04_tile_rule_reading():
+    """04 cell tile-crit-read: criterion scores (04-tile-rules-criterion), test_id and OOD MAPE (perop), forecast bias (04-tile-rule-bias)."""
+    runs = table("04-tile-rules-criterion")
+    is_shapes = runs["run"] == "shapes"
+    logo = runs[~is_shapes].groupby(["op_class", "rule"])["mape_pct"].mean()
+    shapes = runs[is_shapes].set_index(["op_class", "rule"])
+    score = ((logo + shapes["mape_pct"]) / 2).unstack("rule")
+    worst = [c for c in ("BMM", "FC") if score.loc[c].idxmax() == "autotune"]
+    says(NB04, f"under the protocol's criterion the autotuner scores *worst* for "
+               f"{'both GEMM classes' if len(worst) == 2 else and_list(worst) or 'no GEMM class'}")
+    ratio = shapes["median_ratio"].unstack("rule")
+    below = (ratio["autotune"] < ratio["oracle"]).all()
+    says(NB04, f"On held-out shapes, its minimum lies {'well below' if below else 'not below'} the oracle tile's forecast")
+    idm = {rule: ours("in-distribution", f"NeuSight ({rule} tiles)") for rule in ("autotuned", "classifier")}
+    idm["oracle"] = ours("in-distribution", ORACLE)
+    best = all(min(idm, key=lambda r: idm[r][c]) == "autotuned" for c in ("BMM", "FC"))
+    margin = {c: min(idm["classifier"][c], idm["oracle"][c]) - idm["autotuned"][c] for c in ("BMM", "FC")}
+    says(NB04, f"On the `test_id` columns it scores {'best' if best else 'not best'}, by a wide margin for "
+               f"{max(margin, key=margin.get)}")
+    bias = table("04-tile-rule-bias")
+    rules = ["oracle", "autotune", "classifier"]
+    lowest = (bias[rules].idxmin(axis=1) == "autotune").all()
+    says(NB04, f"On the held-out kernels its forecasts are the {'lowest' if lowest else 'not the lowest'} of the "
+               f"{WORDS[len(rules)]} rules. The oracle tile's forecasts of these aligned shapes are "
+               f"{'too slow' if (bias['oracle'] > 1).all() else 'not all too slow'}")
+    ood_spec, ood_oracle = ours("OOD"), ours("OOD", ORACLE)
+    beat = all(ood_spec[c] < ood_oracle[c] for c in ("BMM", "FC"))
+    says(NB04, f"This is why spec-only tiles {'beat' if beat else 'do not beat'} oracle tiles in the OOD columns")
+
+
+def test_04_spec_dominance_reading():
+    """04 cell dom-read, first paragraph: the H100 -> H200 spec steps on the held-out shapes (04-spec-dominance)."""
+    dom = table("04-spec-dominance")
+    dom = dom[dom["op_class"] != "ALL"]
+    mem = dom[dom["step"] == "+mem_gb"]
+    moves = "moves no forecast" if (mem["change_pct"] == 0).all() and (mem["slower_launch_pct"] == 0).all() else "moves forecasts"
+    says(NB04, f"raising the H100's memory capacity alone {moves} since amendment 5")
+    bw = dom[dom["step"] == "+mem_bw_gbps"].set_index("op_class")
+    cuts = "every class" if (bw["change_pct"] < 0).all() else "some classes"
+    slower = (bw["slower_launch_pct"] > 0).sum()
+    says(NB04, f"Raising the bandwidth alone cuts the summed forecast of {cuts}, yet some shapes of "
+               f"{'most' if slower > len(bw) / 2 else 'few'} classes are forecast slower, most often "
+               f"{bw['slower_launch_pct'].idxmax()} GEMMs")
+
+
+def test_04_a100_pair_and_ranking():
+    """04 cell dom-read, paragraphs 2-3: the A100 pair (04-spec-dominance-a100) and every GPU pair (04-gpu-pair-ranking)."""
+    a100 = table("04-spec-dominance-a100").set_index("op_class")
+    others = a100.drop(index="BMM")
+    says(NB04, f"A100-80GB is measured faster than A100-PCIE-40GB on {quantifier(a100.loc['BMM', 'measured_faster_pct'])} "
+               f"batched-matmul shapes and on {quantifier(others['measured_faster_pct'].min())} shape of the other classes")
+    right = [CLASS_WORDS[c] for c in OP_ORDER if a100.loc[c, "ranked_as_measured_pct"] == 100]
+    says(NB04, f"forecasts get the {and_list(right)} kernels right")
+    fc = a100.loc["FC"]
+    half = "about half" if round(fc["forecast_faster_pct"] / 10) == 5 else f"{fc['forecast_faster_pct']:.0f}% of"
+    says(NB04, f"call A100-80GB the faster GPU on only {half} the FC shapes, with a median forecast ratio near "
+               f"{round(fc['median_forecast_ratio'], 1):g} where the measured one is about {round(fc['median_measured_ratio'], 1):g}")
+    pairs = table("04-gpu-pair-ranking")
+    far = pairs.loc[pairs["close_shapes"] == 0, "ranked_as_measured_pct"]
+    says(NB04, f"rank two GPUs that are far apart as measured on {'(nearly) every' if far.min() >= 99 else 'most'} shape")
+    a_pair = pairs[(pairs["gpu_a"] == A100_80) & (pairs["gpu_b"] == A100_40)].iloc[0]
+    fifths = WORDS[round(a_pair["ranked_as_measured_pct"] / 20)]
+    says(NB04, f"the A100 pair is ranked as measured on about {fifths} shapes in five (against "
+               f"{'under' if fc['ranked_as_measured_pct'] < 50 else 'over'} half of the FC shapes with one model for both")
+    worst = pairs.loc[pairs["ranked_as_measured_pct"].idxmin()]
+    a, b = SHORT[worst["gpu_a"]], SHORT[worst["gpu_b"]]
+    slower = "slower" if worst["median_measured_ratio"] > 1 else "faster"
+    exaggerate = ("exaggerate" if abs(math.log(worst["median_forecast_ratio"])) > abs(math.log(worst["median_measured_ratio"]))
+                  else "understate")
+    says(NB04, f"The worst pair is {a} vs {b}, two training GPUs: {a} runs most shapes {slower} than {b}, the forecasts "
+               f"{exaggerate} that, and the close calls are ranked as measured on "
+               f"{'fewer' if worst['close_ranked_as_measured_pct'] < 25 else 'more'} than one in four")
+    assert {worst["gpu_a"], worst["gpu_b"]} <= set(training_gpus())
+
+
+def test_04_larger_kernels_and_alignment():
+    """04 cells size-3 and align-3: bandwidth reached (04-bandwidth-reached), alignment (04-shape-alignment), throughput (04-throughput-by-shape)."""
+    reach = table("04-bandwidth-reached")
+    beyond = (reach.groupby("op_class")[["test_id", "test_ood"]].max().max(axis=1)
+              - reach.groupby("op_class")["train"].max())
+    says(NB04, f"({CLASS_WORDS[beyond.idxmax()]} most of all)")
+    shares = table("04-shape-alignment")
+    train = shares[shares["split"] == "train"].set_index("op_class")
+    gemm, vector = train.loc[["BMM", "FC"]], train.loc[["EW", "SOFTMAX", "LN"]]
+    says(NB04, f"the training GEMM shapes {'almost never' if gemm['x4_pct'].max() < 5 else 'often'} are (the vector classes' "
+               f"training shapes are aligned {'more' if vector['x4_pct'].min() > gemm['x4_pct'].max() else 'less'} often")
+    says(NB04, f"{'no' if gemm['x32_pct'].max() == 0 else 'some'} training shape has all dimensions multiples of 32")
+    tp = table("04-throughput-by-shape")
+    wide = tp.pivot_table(index=["device", "gflop_bin"], columns="group", values="median_tflops")
+    faster = wide["held-out shapes"] / wide["training shapes"] > 1
+    slow_devices = sorted(faster[~faster].index.get_level_values("device").unique())
+    left_edge = lambda b: float(re.match(r"\((-?[\d.]+),", b).group(1))   # "(1, 2]" -> 1.0
+    def slow_bins_are_largest(device):
+        by_size = faster.loc[device].sort_index(key=lambda idx: idx.map(left_edge))
+        n_slow = int((~by_size).sum())
+        return not by_size.iloc[-n_slow:].any()
+    largest = all(slow_bins_are_largest(d) for d in slow_devices)
+    says(NB04, f"GEMMs {'mostly' if faster.mean() > 0.5 else 'rarely'} run faster than training GEMMs of the same work "
+               f"(the printed medians; the table has every bin, and {and_list(SHORT[d] + chr(39) + 's' for d in slow_devices)} "
+               f"{'largest' if largest else 'some'} bins are the exception)")
+    x4 = (wide["training shapes, M N K multiples of 4"] / wide["training shapes"]).groupby(level="device").median()
+    alike = x4.between(*BAND).all()
+    says(NB04, f"The few training shapes whose dimensions are all multiples of 4 run "
+               f"{'about like' if alike else 'unlike'} the rest")
+
+
+def test_04_fixed_time_variant():
+    """04 cell ovh-3: OOD MAPE with a learned fixed time per kernel (04-overhead-variant) against the paper's (perop)."""
+    ovh = table("04-overhead-variant").set_index("op_class")
+    gain = (ovh["OOD, adopted"] - ovh["OOD, with t0"]).sort_values(ascending=False)
+    names = {**CLASS_WORDS, "EW": "element-wise ops", "BMM": "batched matmul"}
+    says(NB04, f"learning it pays off most for the {names[gain.index[0]]}, then {names[gain.index[1]]}")
+    paper = paper_ood()
+    missed = [c for c in OP_ORDER if ovh.loc[c, "OOD, adopted"] > paper[c]]
+    improve = all(gain[c] > 0 for c in missed)
+    reach = any(ovh.loc[c, "OOD, with t0"] <= paper[c] for c in missed)
+    says(NB04, f"{' and '.join(names[c] for c in missed)}, the {WORDS[len(missed)]} classes that miss their targets, "
+               f"{'both improve' if improve else 'do not both improve'}, and {'some reach' if reach else 'neither reaches'} "
+               f"the paper's number; layernorm gets {'worse' if gain['LN'] < 0 else 'better'}")
+    gain_id = ovh["in-distribution, adopted"] - ovh["in-distribution, with t0"]
+    says(NB04, f"In distribution the order differs: {names[gain_id.idxmax()]} gains most, and "
+               f"{' and '.join(names[c] for c in OP_ORDER if gain_id[c] < 0)} gets worse.")
+
+
+# ------------------------------------------------------------------------------------------ notebook 05
+
+def test_05_spec_sheets():
+    """05 cells dominance-md, 63cef826, 531124bb and dominance-read: H200 vs H100, L4 vs T4, balance, GB per SM (device-specs)."""
+    specs = table("device-specs").set_index("device")
+    h100, h200 = specs.loc[H100], specs.loc["NVIDIA H200"]
+    same = all(h100[k] == h200[k] for k in ("num_sm", "cores_per_sm", "freq_mhz", "peak_gflops", "l2_mb"))
+    says(NB05, f"more memory capacity ({h200['mem_gb']:.0f} vs {h100['mem_gb']:.0f} GB) and more bandwidth "
+               f"({h200['mem_bw_gbps'] / 1e3:.1f} vs {h100['mem_bw_gbps'] / 1e3:.1f} TB/s): "
+               f"{'the same' if same else 'a different'} chip, SMs, clocks and L2")
+    l4, t4 = specs.loc["NVIDIA L4"], specs.loc["Tesla T4"]
+    says(NB05, f"L4 has {'less' if l4['mem_bw_gbps'] < t4['mem_bw_gbps'] else 'more'} bandwidth than T4 "
+               f"({l4['mem_bw_gbps']:.0f} vs {t4['mem_bw_gbps']:.0f} GB/s) but about "
+               f"{WORDS[round(l4['peak_gflops'] / t4['peak_gflops'])]} times its compute")
+    balance = specs["peak_gflops"] / specs["mem_bw_gbps"]
+    says(NB05, f"L4 sits {'far outside' if balance['NVIDIA L4'] > 2 * balance[training_gpus()].max() else 'near'} it")
+    train = mem_per_sm()[training_gpus()]
+    says(NB05, f"the training GPUs span only {train.min():.2f}-{train.max():.2f} GB of memory per SM")
+
+
+def test_05_spec_dominance_reading():
+    """05 cell dominance-read: spec steps over every label setting (e2e_spec_dominance)."""
+    dom = table("e2e_spec_dominance")
+    mem = dom[dom["step"] == "+mem_gb"]
+    says(NB05, f"raising it alone now changes {'no' if (mem['change_pct'] == 0).all() else 'some'} forecast")
+    bw = dom[dom["step"] == "+mem_bw_gbps"].groupby("op_class")[["base_ms", "step_ms"]].sum()
+    faster = (bw.loc[["EW", "SOFTMAX", "LN", "MEM"], "step_ms"] < bw.loc[["EW", "SOFTMAX", "LN", "MEM"], "base_ms"]).all()
+    says(NB05, f"Raising the bandwidth alone {'speeds up' if faster else 'does not speed up'} the memory-bound classes' totals")
+    # right panel: launches forecast slower, pooled over the settings; the table: the median setting's share
+    step = dom[dom["step"] == "+mem_bw_gbps"]
+    pooled = (step["slower_launch_pct"] * step["launches"]).groupby(step["op_class"]).sum() / \
+        step.groupby("op_class")["launches"].sum()
+    assert round(pooled["FC"] / 20) == round(pooled["EW"] / 20) == 3                # "three in five of both"
+    median = step.groupby("op_class")["slower_launch_pct"].median()
+    says(NB05, f"pooled over the label settings (right panel), about three in five of both the FC and the element-wise "
+               f"launches; at the median label setting (the table), {QUARTERS[round(median['FC'] / 25)]} the FC launches "
+               f"and {QUARTERS[round(median['EW'] / 25)]} of the element-wise ones")
+    whole = dom[(dom["step"] == "NVIDIA H200") & (dom["op_class"] == "ALL")]
+    n_slower = int((whole["change_pct"] > 0).sum())
+    some = "some" if 0 < n_slower < len(whole) else "no" if n_slower == 0 else "all"
+    says(NB05, f"For {some} label settings (small batches, short sequences; the printed line) the whole H200 forecast is "
+               "still slower than the H100's")
+
+
+def test_05_label_consistency_reading():
+    """05 cells consistency-6 and ea5e2b07: train/test throughput, floor, node sums (e2e_train_vs_test_throughput, e2e_label_floor, e2e_label_nodesum)."""
+    drift = table("e2e_train_vs_test_throughput").set_index("device")["ratio"]
+    alike = BAND[0] <= drift[A100_40] <= BAND[1]
+    says(NB05, f"That explains {SHORT[drift.idxmin()]}, not A100-PCIE-40GB, whose train and test rows "
+               f"{'run alike' if alike else 'differ'}")
+    floor = table("e2e_label_floor").set_index("device").loc[training_gpus()]
+    below = (floor["neusight_e2e_ape"] < floor["floor_ape_pct"]).any()
+    says(NB05, f"Our end-to-end error can land *{'below' if below else 'above'}* that floor on a training GPU")
+    nodesum = table("e2e_label_nodesum")
+    a100 = nodesum[(nodesum["device"] == A100_40) & (nodesum["mode"] == "inference")]
+    says(NB05, f"its label node CSVs, and those run {'slower' if a100['fw_ratio'].median() > 1 else 'faster'} than its own "
+               "end-to-end times")
+    in_band = lambda r: r.isna() | r.between(*BAND)
+    agree = (in_band(nodesum["fw_ratio"]) & in_band(nodesum["bw_ratio"])).mean()
+    says(NB05, f"Reading it: on {'most' if agree > 0.5 else 'few'} labels the two measurements agree within a few %")
+    off = nodesum[~nodesum["fw_ratio"].between(*BAND)]
+    one_sided = off.groupby(["device", "mode"])["fw_ratio"].agg(lambda r: (r > 1).all() or (r < 1).all()).all()
+    says(NB05, f"the disagreement is {'one-sided' if one_sided else 'two-sided'} per GPU and pass")
+
+
+def test_05_short_kernels_and_fixed_time():
+    """05 cells short-1 and ovh-3: the overhead what-if (e2e_short_kernels) and the fixed-time variant (e2e_overhead_variant)."""
+    short = table("e2e_short_kernels")
+    other = short[~short["device"].isin(training_gpus())]
+    train_lab, inf_lab = other[other["mode"] == "training"], other[other["mode"] == "inference"]
+    says(NB05, f"The other GPUs' training labels are {'mostly' if (train_lab['ratio'] < 1).mean() > 0.5 else 'rarely'} "
+               "forecast too fast already")
+    worse = train_lab["minus_overhead_ape"].mean() > train_lab["neusight_ape"].mean()
+    improve = inf_lab["minus_overhead_ape"].mean() < inf_lab["neusight_ape"].mean()
+    says(NB05, f"taking time off every kernel makes that {'worse' if worse else 'better'}; their inference labels, "
+               f"in contrast, {'improve' if improve else 'get worse'}")
+    var = table("e2e_overhead_variant")
+    means = var.groupby("kind")[["neusight_ape", "hidden_t0_ape"]].mean()
+    lowered = [k for k in ("inference", "fused inference") if means.loc[k, "hidden_t0_ape"] < means.loc[k, "neusight_ape"]]
+    gain = (var[var["kind"].isin(lowered)].assign(gain=lambda d: d["neusight_ape"] - d["hidden_t0_ape"])
+            .groupby("model")["gain"].mean())
+    switch_kernels = short.loc[short["model"] == "switchxl4", "short_kernels"].min()
+    says(NB05, f"the variant lowers the {' and '.join(k.split()[0] for k in lowered)} errors, "
+               f"{'SwitchTransformer' if gain.idxmax() == 'switchxl4' else gain.idxmax()}'s most (each of its "
+               f"{'thousands' if switch_kernels >= 1000 else 'hundreds'} of short kernels loses t0)")
+    unseen_train = var[(var["gpus"] == "other GPUs") & (var["kind"] == "training")]
+    raises = unseen_train["hidden_t0_ape"].mean() > unseen_train["neusight_ape"].mean()
+    says(NB05, f"It {'raises' if raises else 'lowers'} the training error on the GPUs never trained on")
+    switch = var[(var["model"] == "switchxl4") & (var["kind"] == "training")]
+    default_slow = (switch["neusight_ms"] > switch["e2e_ms"]).all() and (switch["neusight_ape"] < 10).all()
+    variant_fast = (switch["hidden_t0_ms"] < switch["e2e_ms"]).all()
+    says(NB05, f"SwitchTransformer's training labels, {'a little too slow' if default_slow else 'not all too slow'} under "
+               f"the default, come out {'too fast' if variant_fast else 'not all too fast'}")

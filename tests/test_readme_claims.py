@@ -1,0 +1,318 @@
+"""README prose outside the generated result block: each number it quotes, recomputed from figures/tables/.
+
+tests/test_report.py guards the block between the result markers; this file guards the sentences around it
+("Two commands", "Reproducibility", "Status: what works, and how well"). Each check builds the README's
+phrase from a table's values, rounded as the README rounds them, and asserts the README says it. A few numbers
+exist in no table and are recomputed from the dataset itself (test_numbers_from_the_dataset, a few seconds).
+"""
+import json
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from claims import QUARTERS, ROOT, WORDS, and_list, assert_says, table, training_gpus
+
+README = (ROOT / "README.md").read_text()
+# the prose only: the generated block (guarded by tests/test_report.py) is cut out
+PROSE = re.sub(r"<!-- results:begin.*?<!-- results:end -->", "", README, flags=re.S)
+
+CLASS_WORDS = {"BMM": "batched matmul", "FC": "FC", "EW": "element-wise", "SOFTMAX": "softmax", "LN": "layernorm"}
+OP_ORDER = ["BMM", "FC", "EW", "SOFTMAX", "LN"]
+SPEC = "NeuSight (spec-only tiles)"
+
+
+def say(phrase: str) -> None:
+    assert_says(PROSE, phrase, "README")
+
+
+def span(lo: float, hi: float, fmt: str) -> str:
+    """'lo-hi' as the README writes a range; one number where both ends format alike."""
+    a, b = format(lo, fmt), format(hi, fmt)
+    return a if a == b else f"{a}-{b}"
+
+
+
+def one(df: pd.DataFrame, **where) -> pd.Series:
+    """The single row of df whose columns equal `where`."""
+    sel = df
+    for col, value in where.items():
+        sel = sel[sel[col] == value]
+    assert len(sel) == 1, f"{where}: {len(sel)} rows"
+    return sel.iloc[0]
+
+
+
+# ---------------------------------------------------------------- "Two commands", "Reproducibility", layout
+
+def test_reference_machine_matches_provenance():
+    """The reference machine's cores, training threads and vector ISA: figures/PROVENANCE.json."""
+    machine = json.loads((ROOT / "figures" / "PROVENANCE.json").read_text())["machine"]
+    say(f"On the {machine['cpus']}-core reference machine")
+    say(f"every predictor trains on {machine['train_threads']} torch threads")
+    say(f"e.g. AVX2 instead of {machine['cpu_capability']}")
+
+
+def test_dataset_gpu_and_model_counts():
+    """Counts of GPUs, kernel rows, added devices and models: coverage, device-specs, predictor_scaling, e2e tables."""
+    say(f"Predictors train on {WORDS[len(training_gpus())]} GPUs only")
+    say(f"every kernel CSV of the shared dataset loads into one tidy table ({table('coverage')['total'].sum():,} NVIDIA rows")
+    # data/devices/ adds: the devices device-specs.csv marks as added, short names as the README writes them
+    specs = table("device-specs")
+    added = {re.sub(r"^(NVIDIA |AMD Instinct )", "", d) for d in specs.loc[specs["added"], "device"]}
+    listed = re.search(r"`data/devices/` adds (.+?) with a source per number", PROSE)
+    assert listed, "README no longer says which devices `data/devices/` adds"
+    assert set(re.split(r", | and ", listed.group(1))) == added
+    # direct predictors of notebook 03: layers per family
+    scaling = table("predictor_scaling")
+    layers = {p: "/".join(str(n) for n in g["layers"]) for p, g in scaling.groupby("predictor")}
+    say(f"(MLP {layers['MLP']} layers, transformer {layers['Transformer']})")
+    say(f"bigger direct predictors (MLP {layers['MLP']}, transformer {layers['Transformer']}) do not")
+    # the paper's models, and the Llama-family models forecast beside GPT3-2.7B
+    paper_models = table("e2e_inference")["model"].nunique()
+    say(f"the inference and training tables for {WORDS[paper_models]} transformers")
+    say(f"forecast like the paper's {WORDS[paper_models]}")
+    modern = set(table("e2e_modern_models")["model"]) - {"gpt3_27"}
+    say(f"and {WORDS[len(modern)]} current decoder-only models")
+
+
+# ---------------------------------------------------------------- kernel predictors (notebook 04)
+
+def test_per_op_verdict_and_protocol_amendments():
+    """Per-op verdict, amendment 4 (softmax), the batch-256 trial and amendment 5: perop_ci, 04-amendment*, 04-trial-*."""
+    ci = table("perop_ci")
+    ood = ci[(ci["method"] == SPEC) & (ci["split"] == "OOD")].set_index("op_class").reindex(OP_ORDER)
+    beaten = ood["mape_pct"] < ood["paper_pct"]
+    say(f"we beat the paper on {and_list(CLASS_WORDS[c] for c in ood.index[beaten])}, "
+        f"**not** on {and_list(CLASS_WORDS[c] for c in ood.index[~beaten])}.")
+    soft = ood.loc["SOFTMAX"]
+    say(f"*Softmax's miss* ({soft['mape_pct']:.1f} against the paper's {soft['paper_pct']:.1f};")
+
+    # amendment 4: rows 'amendment 2 (...)', 'adopted (...)', 'control (...)'
+    a4 = table("04-amendment4-softmax")
+    a4 = a4.set_index(a4["softmax model"].str.split(" ").str[0])
+    say(f"Its OOD MAPE went from {a4.loc['amendment', 'OOD']:.1f} to {a4.loc['adopted', 'OOD']:.1f}")
+    say(f"in-distribution MAPE from {a4.loc['amendment', 'in-distribution']:.1f} to "
+        f"{a4.loc['adopted', 'in-distribution']:.1f}")
+    say(f"scored nearly as well on the training GPUs' criterion and better OOD ({a4.loc['control', 'OOD']:.1f})")
+    scores = table("04-selection-scores").query("op_class == 'SOFTMAX'").groupby("config")["score"].min()
+    say(f"the criterion scored it worse ({scores['wave_l2_block']:.1f} against {scores['wave_l2_vec']:.1f}, lower is better")
+
+    # the batch-256 trial against amendment 2's candidates (amendment 4's softmax candidates came later)
+    from lib.selection import AMENDMENT4
+    sel = table("04-selection-scores")
+    amend2 = sel[[cfg not in AMENDMENT4.get(c, ()) for c, cfg in zip(sel["op_class"], sel["config"])]]
+    trial = table("04-trial-b256-selection").query("protocol == 'unseen GPUs'")
+    margin = amend2.groupby("op_class")["score"].min() - trial.groupby("op_class")["score"].min()   # > 0: trial wins
+    wins = margin > 0
+    say(f"won {WORDS[int(wins.sum())]} of {WORDS[len(wins)]} classes of the unchanged criterion, "
+        f"{WORDS[int((wins & (margin < 0.5)).sum())]} of them by under half a point")
+    trial_mape = table("04-trial-b256-mape").set_index("op_class")["OOD, trial"]
+    say(f"after its OOD error had been seen (BMM {trial_mape['BMM']:.1f}, LN {trial_mape['LN']:.1f})")
+
+    # amendment 5
+    a5 = table("04-amendment5").set_index("op_class")
+    before, after = a5["OOD, before (amendment 4)"], a5["OOD, after (amendment 5)"]
+    say("OOD MAPE before -> after: " + ", ".join(f"{name} {before[c]:.1f} -> {after[c]:.1f}"
+                                                 for c, name in (("EW", "EW"), ("SOFTMAX", "softmax"), ("LN", "LN"))))
+
+
+def test_memory_per_sm_ranges():
+    """Memory per SM of the training GPUs and of H100, A100-80GB, H200: device-specs (mem_gb / num_sm)."""
+    specs = table("device-specs").set_index("device")
+    per_sm = specs["mem_gb"] / specs["num_sm"]
+    train = per_sm[training_gpus()]
+    big = per_sm[["NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe", "NVIDIA H200"]]
+    say(f"spans only {train.min():.2f}-{train.max():.2f} GB on the training GPUs and "
+        f"{big.min():.2f}-{big.max():.2f} GB on H100, A100-80GB and H200")
+    say(f"no training GPU has more than {train.max():.2f} GB of memory per SM")
+
+
+def test_tile_rules():
+    """Autotuned GEMM tiles: bias and criterion score (04-tile-rules-criterion), held-out bias (04-tile-rule-bias)."""
+    from lib.tiles import GEMM_TILE_CANDIDATES
+    say(f"the model forecasts {WORDS[len(GEMM_TILE_CANDIDATES)]} candidate tiles")
+    runs = table("04-tile-rules-criterion")
+    shapes = runs[runs["run"] == "shapes"].set_index(["op_class", "rule"])
+    ratio = shapes["median_ratio"]
+    say(f"shapes: BMM {ratio['BMM', 'autotune']:.2f} vs {ratio['BMM', 'oracle']:.2f} for the oracle tile, "
+        f"FC {ratio['FC', 'autotune']:.2f} vs {ratio['FC', 'oracle']:.2f})")
+    # score = (mean MAPE over the LOGO folds + held-out-shape MAPE) / 2, per class and rule
+    logo = runs[runs["run"] != "shapes"].groupby(["op_class", "rule"])["mape_pct"].mean()
+    score = ((logo + shapes["mape_pct"]) / 2).unstack("rule")
+    assert (score.idxmax(axis=1) == "autotune").all()     # "scores it worst"
+    others = score.drop(columns="autotune")
+    say(f"scores it worst (BMM {score.loc['BMM', 'autotune']:.1f} vs "
+        f"{span(others.loc['BMM'].min(), others.loc['BMM'].max(), '.1f')}, FC {score.loc['FC', 'autotune']:.1f} vs "
+        f"{span(others.loc['FC'].min(), others.loc['FC'].max(), '.1f')};")
+    bias = table("04-tile-rule-bias").query("split == 'OOD'").set_index("op_class")["oracle"]
+    say(f"(median {bias['BMM']:.2f} BMM, {bias['FC']:.2f} FC)")
+
+
+def test_spec_twins_peaks_and_bandwidth():
+    """A100-80GB vs its twin (04-spec-twins), nominal peak reached (04-peak-reached), bandwidth (04-bandwidth-reached)."""
+    twins = table("04-spec-twins").set_index("op_class")["twin_mape_pct"]
+    say(f"would miss A100-80GB's BMMs by {twins['BMM']:.1f}% and its FCs by {twins['FC']:.1f}%")
+    peak = table("04-peak-reached").set_index("device")["peak_reached"]
+    say(f"H100 reaches {100 * peak['NVIDIA H100 80GB HBM3']:.0f}% of its nominal fp32 peak on GEMMs, "
+        f"A100-80GB {100 * peak['NVIDIA A100 80GB PCIe']:.0f}%")
+    soft = table("04-bandwidth-reached").query("op_class == 'SOFTMAX'")
+    held_out = soft[["test_id", "test_ood"]].max().max()
+    say(f"up to {held_out:.2f} of the spec bandwidth where training ones reach at most {soft['train'].max():.2f} on any GPU")
+
+
+def test_shape_alignment_and_throughput():
+    """Training vs held-out shapes: 04-shape-alignment, 04-throughput-by-shape, perop and 04-known-gpu-selection."""
+    shares = table("04-shape-alignment").set_index(["op_class", "split"])
+    gemm_train = shares.loc[[("BMM", "train"), ("FC", "train")]]
+    assert gemm_train["x4_pct"].max() < 2 and (gemm_train["x32_pct"] == 0).all()   # "under 2%", "none"
+    say(f"under {math.ceil(gemm_train['x4_pct'].max())}% of training GEMMs have every dimension a multiple of 4 "
+        f"and none a multiple of 32")
+    bmm = shares.loc[("BMM", "test_id")]
+    assert bmm["x4_pct"] == 100                                                      # "every held-out BMM"
+    say(f"every held-out BMM is a multiple of 4 and {bmm['x32_pct']:.0f}% of 32")
+
+    # per training GPU: median over GFLOP bins of the throughput ratio to training shapes of the same work
+    wide = table("04-throughput-by-shape").pivot_table(index=["device", "gflop_bin"], columns="group",
+                                                       values="median_tflops")
+    train = wide["training shapes"]
+    held = (wide["held-out shapes"] / train).groupby(level="device").median()
+    x4 = (wide["training shapes, M N K multiples of 4"] / train).groupby(level="device").median()
+    rest = held.drop("Tesla P4")
+    # the README gives the low end to one decimal (1.32 -> "1.3") and the high end to two
+    say(f"held-out BMMs run at {rest.min():.1f}-{rest.max():.2f}x the throughput of training BMMs of the same work "
+        f"(median over size bins; P4 {held['Tesla P4']:.2f}x)")
+    say(f"training shapes run like the rest ({span(x4.min(), x4.max(), '.2f')}x)")
+
+    perop = table("perop").query("source == 'ours' and method == @SPEC and split == 'in-distribution'")
+    in_dist = perop.set_index("op_class")["mape_pct"]
+    known = table("04-known-gpu-selection").groupby("op_class")["shapes_mape"].min()   # the known-GPU winners
+    say(f"(BMM {in_dist['BMM']:.1f}% vs {known['BMM']:.1f}%, softmax {in_dist['SOFTMAX']:.1f}% vs {known['SOFTMAX']:.1f}%)")
+
+
+def test_clipping_and_fixed_time_variant():
+    """Clipping on the largest training kernels (04-size-extrapolation); the t0 variant per op (04-overhead-variant)."""
+    mape = table("04-size-extrapolation").pivot_table(index="op_class", columns="inputs", values="mape_pct")
+    clipped, free = mape["clipped to the training range (default)"], mape["not clipped"]
+    ok = clipped <= free
+    assert list(mape.index[~ok]) == ["FC"]
+    say(f"for {WORDS[int(ok.sum())]} classes of {WORDS[len(ok)]}, FC being {clipped['FC'] - free['FC']:.1f} points worse")
+
+    ovh = table("04-overhead-variant").set_index("op_class").reindex(OP_ORDER)
+    names = {"BMM": "BMM", "FC": "FC", "EW": "EW", "SOFTMAX": "softmax", "LN": "LN"}
+    say("reaches OOD MAPE " + ", ".join(f"{names[c]} {v:.1f}" for c, v in ovh["OOD, with t0"].items()))
+    say("the default: " + ", ".join(f"{v:.1f}" for v in ovh["OOD, adopted"]))
+
+
+# ---------------------------------------------------------------- end to end (notebook 05)
+
+def test_e2e_labels_and_their_consistency():
+    """Label counts (e2e_inference/training), label vs kernel dataset (e2e_label_consistency), node sums (e2e_label_nodesum)."""
+    say(f"With {len(table('e2e_inference'))} inference and {len(table('e2e_training'))} training labels")
+    median = table("e2e_label_consistency").query("model == 'ALL'").set_index("device")["median_ratio"]
+    say(f"P4 and A100-PCIE-40GB labels run {median['Tesla P4']:.2f}x and {median['NVIDIA A100-PCIE-40GB']:.2f}x "
+        f"slower at the median node")
+    nodesum = table("e2e_label_nodesum").groupby("mode")["node_sum_ape_pct"].mean()
+    say(f"would still be {nodesum['inference']:.1f}% (inference) and {nodesum['training']:.1f}% (training) off on average")
+
+
+def test_e2e_fixed_time_variant():
+    """The t0 variant inside whole models: e2e_overhead_variant (mean hidden_t0_ape per kind; SwitchTransformer)."""
+    var = table("e2e_overhead_variant")
+    by_kind = var.groupby("kind")["hidden_t0_ape"].mean()
+    assert by_kind["inference"] > 5                                                  # "just above the target"
+    say(f"gives inference {by_kind['inference']:.1f}% (just above the target), fused {by_kind['fused inference']:.1f}%, "
+        f"and training {by_kind['training']:.1f}%")
+    switch = var[(var["model"] == "switchxl4") & (var["kind"] == "inference")]
+    say(f"SwitchTransformer's inference error drops from {switch['neusight_ape'].mean():.1f}% to "
+        f"{switch['hidden_t0_ape'].mean():.1f}%")
+
+
+def test_fusion_rules():
+    """Chains-only vs folded fusion, and A100's fused BERT labels: e2e_fusion_rules."""
+    rules = table("e2e_fusion_rules")
+    by_gpu = rules.groupby("gpu")[["chains_only_ape", "folded_ape"]].mean()
+    a100, h100 = by_gpu.loc["NVIDIA_A100-PCIE-40GB"], by_gpu.loc["NVIDIA_H100_80GB_HBM3"]
+    say(f"Fused mean APE {rules['chains_only_ape'].mean():.1f}% -> {rules['folded_ape'].mean():.1f}% "
+        f"(A100-PCIE-40GB {a100['chains_only_ape']:.1f} -> {a100['folded_ape']:.1f}, "
+        f"H100 {h100['chains_only_ape']:.1f} -> {h100['folded_ape']:.1f};")
+    bert = rules[(rules["gpu"] == "NVIDIA_A100-PCIE-40GB") & (rules["model"] == "bert_large")]
+    saving, share = 100 * bert["label_saving"], 100 * bert["non_gemm_share"]
+    assert saving.min() > share.max()                                               # "more than"
+    say(f"fused BERT labels run {span(saving.min(), saving.max(), '.0f')}% faster than the unfused ones, more than the "
+        f"{span(share.min(), share.max(), '.1f')}% of their layer time spent outside GEMMs")
+
+
+def test_spec_dominance():
+    """H100 -> H200 forecasts (e2e_spec_dominance, 04-spec-dominance) and the A100 pair (04-spec-dominance-a100)."""
+    e2e = table("e2e_spec_dominance")
+    bw = e2e[e2e["step"] == "+mem_bw_gbps"].groupby("op_class")["slower_launch_pct"].median()   # median label setting
+    say(f"slows {QUARTERS[round(bw['FC'] / 25)]} the FC launches of the models and "
+        f"{QUARTERS[round(bw['EW'] / 25)]} of their element-wise ones (median label setting)")
+    kern = table("04-spec-dominance")
+    say(f"and {one(kern, step='+mem_bw_gbps', op_class='LN')['slower_launch_pct']:.0f}% of layernorm's held-out kernel shapes")
+    whole = e2e[(e2e["step"] == "NVIDIA H200") & (e2e["op_class"] == "ALL")]
+    worst = whole.loc[whole["change_pct"].idxmax()]
+    assert (worst["model"], worst["mode"]) == ("switchxl4", "inference")
+    say(f"For {int((whole['change_pct'] > 0).sum())} of the {len(whole)} label settings the whole H200 forecast is "
+        f"slower than the H100's, by up to {worst['change_pct']:.1f}% (SwitchTransformer inference, "
+        f"batch {worst['batch']}, {worst['seq']} tokens)")
+    h200, fc = one(kern, step="NVIDIA H200", op_class="ALL"), one(kern, step="NVIDIA H200", op_class="FC")
+    say(f"Over notebook 04's {h200['launches']:,} held-out kernel shapes, {h200['slower_launch_pct']:.0f}% are forecast "
+        f"slower on the H200 than on the H100 ({fc['slower_launch_pct']:.0f}% of FC shapes, up to {fc['max_ratio']:.1f}x;")
+
+    pair = one(table("04-spec-dominance-a100"), op_class="FC")
+    say(f"measured faster on {pair['measured_faster_pct']:.1f}% of the {pair['shapes']:,} FC shapes measured on both")
+    say(f"on only {pair['forecast_faster_pct']:.1f}%, median forecast ratio {pair['median_forecast_ratio']:.2f} "
+        f"against {pair['median_measured_ratio']:.2f} measured")
+
+
+def test_gpu_pair_ranking():
+    """Close calls of the P4 vs T4 pair: 04-gpu-pair-ranking; the close-call factor: lib.comparison.CLOSE_RATIO."""
+    from lib.comparison import CLOSE_RATIO
+    say(f"(measured latencies within {CLOSE_RATIO:g}x)")
+    pair = one(table("04-gpu-pair-ranking"), gpu_a="Tesla P4", gpu_b="Tesla T4")
+    say(f"is ranked as measured on only {pair['close_ranked_as_measured_pct']:.0f}% of its {pair['close_shapes']} close calls")
+
+
+# ---------------------------------------------------------------- numbers no table holds: from the dataset
+
+@pytest.fixture(scope="module")
+def kernels():
+    from lib.data import load_kernels
+    return load_kernels()
+
+
+def test_numbers_from_the_dataset(kernels):
+    """Small FC kernels, large OOD softmax kernels, the A100 twins' GEMM ratio, short-kernel floors: data/neusight/."""
+    from lib.comparison import matched_medians
+    from lib.consistency import isolated_floor_ms, label_small_ew_ms
+    from lib.devices import TRAIN_GPUS_NVIDIA
+    from lib.labels import load_labels
+    from lib.roofline import add_roofline
+
+    # notebook 05, "Small GEMMs": training FC kernels with B x M <= 8 output rows
+    fc = kernels[(kernels["op"] == "linear") & (kernels["split"] == "train")]
+    say(f"{int((fc['B'] * fc['M'] <= 8).sum())} of {len(fc):,} training FC kernels have at most 8 output rows")
+
+    # notebook 04, "Carrying over to larger kernels": OOD softmax kernels moving more bytes than any training one
+    soft = add_roofline(kernels[kernels["op_class"] == "SOFTMAX"])
+    largest = soft.loc[soft["split"] == "train", "bytes"].max()
+    ood = soft[soft["split"] == "test_ood"]
+    say(f"Most OOD softmax kernels ({int((ood['bytes'] > largest).sum())} of {len(ood)}) are also larger")
+
+    # notebook 04, spec twins: median A100-80GB / A100-PCIE-40GB latency over the GEMM shapes measured on both
+    held_out = kernels[kernels["split"].isin(["test_id", "test_ood"])]
+    both = matched_medians(held_out, "NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB")
+    gemm = both[both["op_class"].isin(["BMM", "FC"])]
+    say(f"runs identical GEMM shapes at {(gemm['latency_ms_target'] / gemm['latency_ms_twin']).median():.2f}x "
+        f"its latency (median)")
+
+    # notebook 05, "Short kernels": tiny element-wise kernels timed alone vs inside a model run, training GPUs
+    iso_us = 1e3 * isolated_floor_ms(kernels).reindex(TRAIN_GPUS_NVIDIA)
+    labels = load_labels()
+    labels = labels[(labels["vendor"] == "nvidia") & (labels["option"] == "")]
+    in_model_us = 1e3 * label_small_ew_ms(labels).reindex(TRAIN_GPUS_NVIDIA)
+    say(f"smallest element-wise kernels at {span(iso_us.min(), iso_us.max(), '.0f')} us each, measured one at a time, "
+        f"against {span(in_model_us.min(), in_model_us.max(), '.0f')} us for nodes of the same size")
