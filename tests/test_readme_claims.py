@@ -198,6 +198,9 @@ def test_clipping_and_fixed_time_variant():
     assert list(mape.index[~ok]) == ["FC"]
     say(f"for {WORDS[int(ok.sum())]} classes of {WORDS[len(ok)]}, FC being {clipped['FC'] - free['FC']:.1f} points worse")
 
+    t0_us = table("04-kernel-intercepts").set_index("device").stack().dropna()   # median per GPU and class
+    assert (t0_us.drop(("Tesla T4", "BMM")).between(10, 100)).all()       # T4's BMMs: over a hundred (notebook 04)
+    say("in B line up on a straight line that crosses B = 0 at tens of microseconds")
     ovh = table("04-overhead-variant").set_index("op_class").reindex(OP_ORDER)
     names = {"BMM": "BMM", "FC": "FC", "EW": "EW", "SOFTMAX": "softmax", "LN": "LN"}
     say("reaches OOD MAPE " + ", ".join(f"{names[c]} {v:.1f}" for c, v in ovh["OOD, with t0"].items()))
