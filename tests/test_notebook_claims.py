@@ -268,11 +268,14 @@ def test_04_a100_pair_and_ranking():
 
 
 def test_04_larger_kernels_and_alignment():
-    """04 cells size-3 and align-3: bandwidth reached (04-bandwidth-reached), alignment (04-shape-alignment), throughput (04-throughput-by-shape)."""
+    """04 cells size-1, size-3 and align-3: larger softmax kernels (04-softmax-larger), bandwidth reached (04-bandwidth-reached), alignment (04-shape-alignment), throughput (04-throughput-by-shape)."""
     reach = table("04-bandwidth-reached")
     beyond = (reach.groupby("op_class")[["test_id", "test_ood"]].max().max(axis=1)
               - reach.groupby("op_class")["train"].max())
     says(NB04, f"({CLASS_WORDS[beyond.idxmax()]} most of all)")
+    larger = table("04-softmax-larger").set_index("ood_softmax")["kernels"]
+    says(NB04, f"{'Most' if larger['larger than any training kernel'] > larger['the rest'] else 'Few'} OOD softmax kernels "
+               "are larger than every training softmax kernel")
     shares = table("04-shape-alignment")
     train = shares[shares["split"] == "train"].set_index("op_class")
     gemm, vector = train.loc[["BMM", "FC"]], train.loc[["EW", "SOFTMAX", "LN"]]
