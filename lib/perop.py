@@ -127,15 +127,22 @@ def long_table(ours: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
 
 
 def error_by(df: pd.DataFrame, col: str, by: str) -> pd.DataFrame:
-    """MAPE (%) and row count of one prediction column per group: 'device', 'waves' or 'size'."""
+    """MAPE (%) and row count of one prediction column per group: 'device', 'waves' or 'size' (notebook 04).
+
+    'size' is the quintile of the kernel's size within its op class (FLOPs for GEMMs, bytes otherwise),
+    held-out rows of both splits pooled: Q1 the smallest fifth of that class's rows, Q5 the largest.
+    """
     err = pd.Series(ape(df[col], df["latency_ms"]), index=df.index)
     if by == "device":
         key = df["device"]
-    elif by in ("waves", "size"):
+    elif by == "waves":
+        key = pd.cut(add_features(df)["num_waves"], [0, 1, 4, 16, 64, 256, np.inf], right=True)
+    elif by == "size":
         feat = add_features(df)
-        x = feat["num_waves"] if by == "waves" else feat["flops"].where(df["op_class"].isin(["BMM", "FC"]), feat["bytes"])
-        edges = [0, 1, 4, 16, 64, 256, np.inf] if by == "waves" else None
-        key = (pd.cut(x, edges, right=True) if edges else pd.qcut(np.log10(x), 5, duplicates="drop"))
+        size = feat["flops"].where(df["op_class"].isin(["BMM", "FC"]), feat["bytes"])
+        # rank first, so equal sizes cannot collapse a quintile's edges
+        rank = size.groupby(df["op_class"]).rank(method="first", pct=True)
+        key = pd.cut(rank, np.linspace(0, 1, 6), labels=[f"Q{i}" for i in range(1, 6)])
     else:
         raise ValueError(f"error_by: by must be device, waves or size, got {by!r}")
     return (pd.DataFrame({"ape": err, "key": key, "op_class": df["op_class"], "split": df["split"]})

@@ -35,3 +35,14 @@ def save_table(df: pd.DataFrame, name: str, index: bool = False) -> str:
     out = paths.TABLES / f"{name}.csv"
     df.to_csv(out, index=index, float_format="%.4g")
     return str(out)
+
+
+def annotated_heatmap(ax, table: pd.DataFrame, fmt: str = ".0f", color: pd.DataFrame | None = None, **kwargs) -> None:
+    """Heatmap of `table` with each cell's value written in it, coloured by `color` (default: the values);
+    NaN cells stay blank (notebooks 04 and 05)."""
+    sns.heatmap(table if color is None else color, annot=table.to_numpy(), fmt=fmt, ax=ax, linewidths=0.5,
+                annot_kws={"fontsize": 8}, **kwargs)
+    ax.set(xlabel="", ylabel="")
+    ax.grid(False)
+    ax.tick_params(axis="x", rotation=30)
+    plt.setp(ax.get_xticklabels(), ha="right", rotation_mode="anchor")

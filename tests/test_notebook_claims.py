@@ -301,6 +301,30 @@ def test_04_larger_kernels_and_alignment():
                f"{'about like' if alike else 'unlike'} the rest")
 
 
+def test_04_error_concentration_reading():
+    """04 cell errconc-read: MAPE by GPU, waves and size quintile (04-error-concentration), P4's train/test throughput (e2e_train_vs_test_throughput)."""
+    t = table("04-error-concentration")
+    ind, ood = t[t["split"] == "test_id"], t[t["split"] == "test_ood"]
+    fc_by_gpu = ind[(ind["grouping"] == "device") & (ind["op_class"] == "FC")].set_index("group")["mape_pct"]
+    assert fc_by_gpu.idxmax() == "Tesla P4" and fc_by_gpu.max() > 2 * fc_by_gpu.drop("Tesla P4").max()   # "far above"
+    says(NB04, "FC's in-distribution error is carried by P4, far above every other training GPU")
+    drift = table("e2e_train_vs_test_throughput").set_index("device")["ratio"]
+    assert drift.idxmin() == "Tesla P4" and drift["Tesla P4"] < 0.5
+    says(NB04, "P4's large linear training rows running much slower than its held-out ones")
+    bmm_by_gpu = ind[(ind["grouping"] == "device") & (ind["op_class"] == "BMM")].set_index("group")["mape_pct"]
+    assert set(bmm_by_gpu.nlargest(2).index) == {"Tesla P4", "Tesla T4"}
+    says(NB04, "Batched matmul misses most on P4 and T4")
+    waves = ood[(ood["grouping"] == "waves") & (ood["op_class"] == "BMM")].set_index("group")["mape_pct"]
+    assert waves.idxmax() == "(0.0, 1.0]"
+    says(NB04, "Out of distribution, batched matmul misses most on kernels of at most one wave")
+    vector_waves = t[(t["grouping"] == "waves") & t["op_class"].isin(["EW", "LN"])]["group"]
+    assert set(vector_waves) <= {"(64.0, 256.0]", "(256.0, inf]"}
+    says(NB04, "Element-wise and layernorm kernels all run in more than 64 waves")
+    soft = ind[(ind["grouping"] == "size") & (ind["op_class"] == "SOFTMAX")].set_index("group")["mape_pct"]
+    assert soft.idxmin() == "Q1" and soft.idxmax() == "Q5"
+    says(NB04, "In distribution, softmax's error rises from its smallest fifth of kernels to its largest")
+
+
 def test_04_fixed_time_variant():
     """04 cell ovh-3: B-series intercepts (04-kernel-intercepts); OOD MAPE with a learned t0 (04-overhead-variant) vs the paper's (perop)."""
     t0_us = table("04-kernel-intercepts").set_index("device")

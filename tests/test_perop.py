@@ -45,3 +45,25 @@ def test_spec_whatif_mape_reforecasts_one_gpu_only():
     assert t.loc[("OOD", "EW"), bw] == pytest.approx(0.0, abs=1e-9)
     assert t.loc[("OOD", "EW"), 2 * bw] == pytest.approx(50.0)
     assert t.loc[("in-distribution", "EW")].tolist() == pytest.approx([0.0, 0.0], abs=1e-9)   # T4's row is not forecast again
+
+
+def test_error_by_size_splits_each_class_into_its_own_fifths():
+    # ten EW kernels of growing size (bytes ~ B * H) and ten BMMs of growing FLOPs, each class its own scale;
+    # kernel i is off by i% (APE), so a quintile of two kernels has MAPE (2q-1 + 2q) / 2 - 1 in %
+    t4 = "Tesla T4"
+    ew = pd.DataFrame({"op": "add", "op_class": "EW", "B": 1, "H": [2 ** (10 + i) for i in range(10)]})
+    bmm = pd.DataFrame({"op": "bmm", "op_class": "BMM", "B": 1, "M": [64 * (i + 1) for i in range(10)], "N": 64, "K": 64,
+                        "kernel_name": "volta_sgemm_128x64_tn"})
+    from lib.devices import device_by_name
+    df = pd.concat([ew, bmm], ignore_index=True).assign(split="test_id", latency_ms=1.0,
+                                                        **device_by_name(t4).spec_columns())
+    df["pred"] = 1 + np.tile(np.arange(10), 2) / 100
+    out = perop.error_by(df, "pred", "size")
+    for cls in ("EW", "BMM"):
+        got = out[out.op_class == cls].set_index("size")
+        assert list(got.index) == ["Q1", "Q2", "Q3", "Q4", "Q5"] and (got["rows"] == 2).all()
+        assert got["mape_pct"].tolist() == pytest.approx([0.5, 2.5, 4.5, 6.5, 8.5])
+    by_device = perop.error_by(df, "pred", "device")
+    assert by_device["mape_pct"].tolist() == pytest.approx([4.5, 4.5]) and set(by_device["device"]) == {t4}
+    with pytest.raises(ValueError, match="by must be device, waves or size"):
+        perop.error_by(df, "pred", "gpu")
