@@ -198,6 +198,15 @@ def gemm_throughput_by_shape(df: pd.DataFrame, edges=(-1, 0, 1, 2, 4)) -> pd.Dat
             .agg(median_tflops="median", rows="size").reset_index())
 
 
+def throughput_ratio_by_device(by_shape: pd.DataFrame) -> pd.DataFrame:
+    """Per device, each shape group's throughput relative to training shapes', from a
+    gemm_throughput_by_shape table (notebook 04)."""
+    # ratio(device, group) = median over GFLOP bins of median_tflops(group) / median_tflops(training shapes)
+    wide = by_shape.pivot_table(index=["device", "gflop_bin"], columns="group", values="median_tflops", observed=True)
+    ratios = wide.div(wide["training shapes"], axis=0).drop(columns="training shapes")
+    return ratios.groupby(level="device").median()
+
+
 # Vector loads of softmax (lib.tiles.softmax_vector_share): bins of the share of a row loaded as 4-vectors.
 VECTOR_SHARE_BINS = (0.5, 0.7, 0.8, 0.9, 0.99, 1.0)
 

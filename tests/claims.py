@@ -31,6 +31,7 @@ def assert_says(text: str, phrase: str, source: str) -> None:
         f"{source} should say {phrase!r}, as figures/tables/ give it: edit the prose, or rerun `make figures`")
 
 
+SPEC = "NeuSight (spec-only tiles)"   # our default, as figures/tables/ label it
 WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
 QUARTERS = {1: "a quarter", 2: "half", 3: "three quarters"}
 
@@ -51,3 +52,9 @@ def mem_per_sm() -> pd.Series:
     """GB of device memory per SM, per device of figures/tables/device-specs.csv."""
     specs = table("device-specs").set_index("device")
     return specs["mem_gb"] / specs["num_sm"]
+
+
+def amendment2_rows(t: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a selection table (op_class, config) among amendment 2's candidates: without amendment 4's."""
+    from lib.selection import AMENDMENT4
+    return t[[cfg not in AMENDMENT4.get(c, ()) for c, cfg in zip(t["op_class"], t["config"])]]

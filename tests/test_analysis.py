@@ -121,3 +121,21 @@ def test_softmax_bandwidth_by_vector_share_by_hand():
     assert out["rows"].tolist() == [2, 1]
     assert out["median"].tolist() == pytest.approx([0.375, 0.5])
     assert [iv.right for iv in out.index] == [0.8, 1.0]
+
+
+def test_throughput_ratio_by_device_is_the_median_over_bins():
+    from lib.analysis import throughput_ratio_by_device
+    # GPU A: held-out shapes run 1.2x, 1.5x, 2.0x the training shapes' throughput in three bins -> median 1.5;
+    # multiple-of-4 training shapes 1.0x and 0.8x in two bins -> 0.9. GPU B: one bin, 3.0x.
+    rows = [("A", b, g, t) for b, g, t in [
+        ("(0, 1]", "training shapes", 10.0), ("(0, 1]", "held-out shapes", 12.0),
+        ("(1, 2]", "training shapes", 4.0), ("(1, 2]", "held-out shapes", 6.0),
+        ("(2, 4]", "training shapes", 5.0), ("(2, 4]", "held-out shapes", 10.0),
+        ("(0, 1]", "training shapes, M N K multiples of 4", 10.0),
+        ("(1, 2]", "training shapes, M N K multiples of 4", 3.2)]] + [
+        ("B", "(0, 1]", "training shapes", 2.0), ("B", "(0, 1]", "held-out shapes", 6.0)]
+    by_shape = pd.DataFrame(rows, columns=["device", "gflop_bin", "group", "median_tflops"])
+    r = throughput_ratio_by_device(by_shape)
+    assert r.loc["A", "held-out shapes"] == pytest.approx(1.5) and r.loc["B", "held-out shapes"] == pytest.approx(3.0)
+    assert r.loc["A", "training shapes, M N K multiples of 4"] == pytest.approx(0.9)
+    assert np.isnan(r.loc["B", "training shapes, M N K multiples of 4"]) and "training shapes" not in r.columns

@@ -11,8 +11,10 @@ import re
 
 import pandas as pd
 
-from claims import QUARTERS, WORDS, and_list, assert_says, markdown_of, mem_per_sm, table, training_gpus
-from lib.selection import AMENDMENT4
+from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, markdown_of, mem_per_sm, table,
+                    training_gpus)
+from lib import protocol
+from lib.analysis import throughput_ratio_by_device
 
 NB01, NB02, NB04, NB05 = ("01-profile-kernels.ipynb", "02-feature-engineering.ipynb",
                           "04-per-op-evaluation.ipynb", "05-end-to-end.ipynb")
@@ -21,7 +23,7 @@ CLASS_WORDS = {"BMM": "BMM", "FC": "FC", "EW": "element-wise", "SOFTMAX": "softm
 SHORT = {"Tesla P4": "P4", "Tesla P100-PCIE-16GB": "P100", "Tesla T4": "T4", "Tesla V100-PCIE-32GB": "V100",
          "NVIDIA A100-PCIE-40GB": "A100", "NVIDIA A100 80GB PCIe": "A100-80GB", "NVIDIA H100 80GB HBM3": "H100"}
 A100_40, A100_80, H100 = "NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"
-SPEC, ORACLE = "NeuSight (spec-only tiles)", "NeuSight (oracle tiles, target's kernel names)"
+ORACLE = "NeuSight (oracle tiles, target's kernel names)"
 PAPER = "paper: NeuSight (oracle tiles, target's kernel names)"
 BAND = (0.9, 1.1)   # lib.consistency.BAND, the band the notebook 05 prose reads as "agree"
 
@@ -109,10 +111,8 @@ def test_04_amendment2_fc_bias():
 
 def test_04_batch256_trial():
     """04 cell 66632028: amendment 2's epochs, row counts, trial wins (04-selection-scores, 04-known-gpu-selection, coverage, 04-trial-b256-*)."""
-    def amendment2(t):
-        return t[[cfg not in AMENDMENT4.get(c, ()) for c, cfg in zip(t["op_class"], t["config"])]]
-    unseen = amendment2(table("04-selection-scores")).sort_values("score").groupby("op_class").head(1)
-    known = amendment2(table("04-known-gpu-selection")).sort_values("shapes_mape").groupby("op_class").head(1)
+    unseen = amendment2_rows(table("04-selection-scores")).sort_values("score").groupby("op_class").head(1)
+    known = amendment2_rows(table("04-known-gpu-selection")).sort_values("shapes_mape").groupby("op_class").head(1)
     epochs = pd.concat([unseen["epochs"], known["epochs"]])
     says(NB04, f"all {len(epochs)} of amendment 2's choices stopped at epoch {epochs.min()}-{epochs.max()} of the 40-epoch search")
     cov = table("coverage")
@@ -195,10 +195,8 @@ def test_04_amendment5_memory_hold():
 def test_04_tile_rule_reading():
     """04 cell tile-crit-read: criterion scores (04-tile-rules-criterion), test_id and OOD MAPE (perop), forecast bias (04-tile-rule-bias)."""
     runs = table("04-tile-rules-criterion")
-    is_shapes = runs["run"] == "shapes"
-    logo = runs[~is_shapes].groupby(["op_class", "rule"])["mape_pct"].mean()
-    shapes = runs[is_shapes].set_index(["op_class", "rule"])
-    score = ((logo + shapes["mape_pct"]) / 2).unstack("rule")
+    shapes = runs[runs["run"] == "shapes"].set_index(["op_class", "rule"])
+    score = protocol.tile_rule_scores(runs).pivot(index="op_class", columns="rule", values="score")
     worst = [c for c in ("BMM", "FC") if score.loc[c].idxmax() == "autotune"]
     says(NB04, f"under the protocol's criterion the autotuner scores *worst* for "
                f"{'both GEMM classes' if len(worst) == 2 else and_list(worst) or 'no GEMM class'}")
@@ -295,7 +293,7 @@ def test_04_larger_kernels_and_alignment():
     says(NB04, f"GEMMs {'mostly' if faster.mean() > 0.5 else 'rarely'} run faster than training GEMMs of the same work "
                f"(the printed medians; the table has every bin, and {and_list(SHORT[d] + chr(39) + 's' for d in slow_devices)} "
                f"{'largest' if largest else 'some'} bins are the exception)")
-    x4 = (wide["training shapes, M N K multiples of 4"] / wide["training shapes"]).groupby(level="device").median()
+    x4 = throughput_ratio_by_device(tp)["training shapes, M N K multiples of 4"]
     alike = x4.between(*BAND).all()
     says(NB04, f"The few training shapes whose dimensions are all multiples of 4 run "
                f"{'about like' if alike else 'unlike'} the rest")

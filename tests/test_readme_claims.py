@@ -12,7 +12,11 @@ import re
 import pandas as pd
 import pytest
 
-from claims import QUARTERS, ROOT, WORDS, and_list, assert_says, table, training_gpus
+from lib import protocol
+from lib.analysis import throughput_ratio_by_device
+
+from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, mem_per_sm, table,
+                    training_gpus)
 
 README = (ROOT / "README.md").read_text()
 # the prose only: the generated block (guarded by tests/test_report.py) is cut out
@@ -20,7 +24,6 @@ PROSE = re.sub(r"<!-- results:begin.*?<!-- results:end -->", "", README, flags=r
 
 CLASS_WORDS = {"BMM": "batched matmul", "FC": "FC", "EW": "element-wise", "SOFTMAX": "softmax", "LN": "layernorm"}
 OP_ORDER = ["BMM", "FC", "EW", "SOFTMAX", "LN"]
-SPEC = "NeuSight (spec-only tiles)"
 
 
 def say(phrase: str) -> None:
@@ -100,9 +103,7 @@ def test_per_op_verdict_and_protocol_amendments():
     say(f"the criterion scored it worse ({scores['wave_l2_block']:.1f} against {scores['wave_l2_vec']:.1f}, lower is better")
 
     # the batch-256 trial against amendment 2's candidates (amendment 4's softmax candidates came later)
-    from lib.selection import AMENDMENT4
-    sel = table("04-selection-scores")
-    amend2 = sel[[cfg not in AMENDMENT4.get(c, ()) for c, cfg in zip(sel["op_class"], sel["config"])]]
+    amend2 = amendment2_rows(table("04-selection-scores"))
     trial = table("04-trial-b256-selection").query("protocol == 'unseen GPUs'")
     margin = amend2.groupby("op_class")["score"].min() - trial.groupby("op_class")["score"].min()   # > 0: trial wins
     wins = margin > 0
@@ -120,8 +121,7 @@ def test_per_op_verdict_and_protocol_amendments():
 
 def test_memory_per_sm_ranges():
     """Memory per SM of the training GPUs and of H100, A100-80GB, H200: device-specs (mem_gb / num_sm)."""
-    specs = table("device-specs").set_index("device")
-    per_sm = specs["mem_gb"] / specs["num_sm"]
+    per_sm = mem_per_sm()
     train = per_sm[training_gpus()]
     big = per_sm[["NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe", "NVIDIA H200"]]
     say(f"spans only {train.min():.2f}-{train.max():.2f} GB on the training GPUs and "
@@ -138,9 +138,7 @@ def test_tile_rules():
     ratio = shapes["median_ratio"]
     say(f"shapes: BMM {ratio['BMM', 'autotune']:.2f} vs {ratio['BMM', 'oracle']:.2f} for the oracle tile, "
         f"FC {ratio['FC', 'autotune']:.2f} vs {ratio['FC', 'oracle']:.2f})")
-    # score = (mean MAPE over the LOGO folds + held-out-shape MAPE) / 2, per class and rule
-    logo = runs[runs["run"] != "shapes"].groupby(["op_class", "rule"])["mape_pct"].mean()
-    score = ((logo + shapes["mape_pct"]) / 2).unstack("rule")
+    score = protocol.tile_rule_scores(runs).pivot(index="op_class", columns="rule", values="score")
     assert (score.idxmax(axis=1) == "autotune").all()     # "scores it worst"
     others = score.drop(columns="autotune")
     say(f"scores it worst (BMM {score.loc['BMM', 'autotune']:.1f} vs "
@@ -180,11 +178,8 @@ def test_shape_alignment_and_throughput():
     say(f"every held-out BMM is a multiple of 4 and {bmm['x32_pct']:.0f}% of 32")
 
     # per training GPU: median over GFLOP bins of the throughput ratio to training shapes of the same work
-    wide = table("04-throughput-by-shape").pivot_table(index=["device", "gflop_bin"], columns="group",
-                                                       values="median_tflops")
-    train = wide["training shapes"]
-    held = (wide["held-out shapes"] / train).groupby(level="device").median()
-    x4 = (wide["training shapes, M N K multiples of 4"] / train).groupby(level="device").median()
+    ratios = throughput_ratio_by_device(table("04-throughput-by-shape"))
+    held, x4 = ratios["held-out shapes"], ratios["training shapes, M N K multiples of 4"]
     rest = held.drop("Tesla P4")
     say(f"held-out BMMs run at {rest.min():.2f}-{rest.max():.2f}x the throughput of training BMMs of the same work "
         f"(median over size bins; P4 {held['Tesla P4']:.2f}x)")
