@@ -9,9 +9,26 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from . import paths  # noqa: E402
+from .ops import OP_CLASSES  # noqa: E402
 
 sns.set_theme(context="notebook", style="whitegrid", palette="colorblind")
 plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 150, "savefig.bbox": "tight"})
+
+# One colour per GPU and per kernel class in every figure, so that a colour means the same thing in each.
+# GPUs: the dataset's seven NVIDIA GPUs (sorted by name), then the two forecast-only targets of notebook 05;
+# the palette's grey is kept for any other GPU.
+_PALETTE = sns.color_palette("colorblind", 10)
+_GREY = _PALETTE[7]
+NAMED_GPUS = ("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 80GB HBM3", "Tesla P100-PCIE-16GB",
+              "Tesla P4", "Tesla T4", "Tesla V100-PCIE-32GB", "NVIDIA L4", "NVIDIA H200")
+DEVICE_COLORS = dict(zip(NAMED_GPUS, [c for c in _PALETTE if c != _GREY]))
+# Kernel classes: the predictors' five, then memory-bound kernels (notebook 05's "MEM").
+CLASS_COLORS = dict(zip((*OP_CLASSES, "MEM"), _PALETTE))
+
+
+def device_colors(names) -> dict:
+    """Colour of each GPU name: DEVICE_COLORS, grey for any other GPU (notebooks 01, 02 and 05)."""
+    return {n: DEVICE_COLORS.get(n, _GREY) for n in names}
 
 
 def save_figure(fig, name: str, show: bool = True) -> str:
