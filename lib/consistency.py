@@ -127,7 +127,7 @@ def _summary(matched: pd.DataFrame, by: list) -> pd.DataFrame:
 
 
 def consistency_table(matched: pd.DataFrame) -> pd.DataFrame:
-    """Per device (model 'ALL') and per device x model: labels, nodes, median ratio, % outside [0.9, 1.1]."""
+    """Per device (model 'ALL') and per device x model: labels, nodes, median ratio over the nodes, % outside [0.9, 1.1]."""
     cols = ["device", "model", "labels", "nodes", "median_ratio", "outside_pct"]
     if matched.empty:
         return pd.DataFrame(columns=cols)
@@ -147,7 +147,9 @@ def kernel_floor_ape(matched: pd.DataFrame) -> pd.DataFrame:
     #   median_floor_ape_pct = |1 / r - 1| * 100   (the APE of predicting label_fw_ms / r).
     # Both are averaged over the device's labels. This is the error on the GEMM part alone; the
     # end-to-end error also weighs in the other ops and, for training, the backward pass.
-    cols = ["device", "labels", "median_ratio", "floor_ape_pct", "median_floor_ape_pct"]
+    # median_label_ratio: the median over the device's labels of each label's median node ratio (not the
+    # median over all its nodes, consistency_table's median_ratio: a GPU with many nodes in a few labels differs).
+    cols = ["device", "labels", "median_label_ratio", "floor_ape_pct", "median_floor_ape_pct"]
     if matched.empty:
         return pd.DataFrame(columns=cols)
     m = matched.assign(wk=matched["weight"] * matched["kernel_ms"], wl=matched["weight"] * matched["label_fw_ms"])
@@ -155,7 +157,7 @@ def kernel_floor_ape(matched: pd.DataFrame) -> pd.DataFrame:
         wk=("wk", "sum"), wl=("wl", "sum"), median_ratio=("ratio", "median")).reset_index()
     per_label["floor_ape_pct"] = np.abs(per_label["wk"] - per_label["wl"]) / per_label["wl"] * 100
     per_label["median_floor_ape_pct"] = np.abs(1 / per_label["median_ratio"] - 1) * 100
-    out = per_label.groupby("device").agg(labels=("model", "size"), median_ratio=("median_ratio", "median"),
+    out = per_label.groupby("device").agg(labels=("model", "size"), median_label_ratio=("median_ratio", "median"),
                                           floor_ape_pct=("floor_ape_pct", "mean"),
                                           median_floor_ape_pct=("median_floor_ape_pct", "mean")).reset_index()
     return out[cols]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -30,9 +31,12 @@ def load_params(path: Path) -> dict:
 def run(notebook: Path, params_file: Path, out: Path) -> None:
     """Execute one notebook with its parameters; wall time written beside the output."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    # The kernel inherits this: tqdm bars inside cells cannot be watched here and would only fill the saved
+    # outputs with hundreds of stderr lines; papermill's own bar (one per notebook, by cells) shows progress.
+    os.environ["TQDM_DISABLE"] = "1"
     start = time.perf_counter()
     pm.execute_notebook(str(notebook), str(out), parameters=load_params(params_file),
-                        cwd=str(paths.ROOT / "notebooks"), kernel_name="python3", progress_bar=False)
+                        cwd=str(paths.ROOT / "notebooks"), kernel_name="python3", progress_bar=True)
     seconds = time.perf_counter() - start
     out.with_suffix(".time.json").write_text(json.dumps({"notebook": notebook.name, "wall_s": round(seconds, 1)}))
     print(f"{notebook.name}: {seconds:.0f} s", file=sys.stderr)
@@ -63,7 +67,7 @@ def provenance(outputs: list[Path]) -> None:
     record = {"commit": commit, "uncommitted_changes": dirty,
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": {"platform": platform.platform(), "processor": platform.machine(),
-                          "cpus": __import__("os").cpu_count(), "python": platform.python_version(),
+                          "cpus": os.cpu_count(), "python": platform.python_version(),
                           **numeric_env()},
               "wall_s_per_notebook": times}
     paths.FIGURES.mkdir(parents=True, exist_ok=True)

@@ -93,6 +93,7 @@ def test_tables_by_hand(tmp_path):
     # weighted sums: label 0.5 + 24*(0.3 + 0.6 + 0.05 + 0.2) = 28.1; kernel 0.25 + 24*(0.2 + 0.2 + 0.05 + 0.2) = 15.85
     assert f["floor_ape_pct"] == pytest.approx(abs(15.85 - 28.1) / 28.1 * 100)
     assert f["median_floor_ape_pct"] == pytest.approx(abs(1 / 1.5 - 1) * 100)
+    assert f["median_label_ratio"] == pytest.approx(1.5)      # one label: its own median
     s = repeat_spread(m).iloc[0]
     assert s["groups"] == 1 and s["median_spread"] == pytest.approx(3.0)  # (1,16,16,32): 0.3, 0.6, 0.2
 

@@ -423,6 +423,11 @@ def test_05_short_kernels_and_fixed_time():
     improve = inf_lab["minus_overhead_ape"].mean() < inf_lab["neusight_ape"].mean()
     says(NB05, f"taking time off every kernel makes that {'worse' if worse else 'better'}; their inference labels, "
                f"in contrast, {'improve' if improve else 'get worse'}")
+    rho = short[["short_share", "ratio"]].corr(method="spearman").iloc[0, 1]
+    says(NB05, f"the share of short kernels goes {'only weakly' if abs(rho) < 0.3 else 'clearly'} with forecast / measured")
+    sw = short[(short["model"] == "switchxl4") & (short["seq"] == 512)]
+    says(NB05, f"every one of its labels puts a large share of the forecast in short kernels, and every one is forecast "
+               f"{'too slow' if (sw['ratio'] > 1).all() and (sw['short_share'] >= 0.05).all() else '(not) too slow'}")
     var = table("e2e_overhead_variant")
     means = var.groupby("kind")[["neusight_ape", "hidden_t0_ape"]].mean()
     lowered = [k for k in ("inference", "fused inference") if means.loc[k, "hidden_t0_ape"] < means.loc[k, "neusight_ape"]]

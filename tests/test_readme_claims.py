@@ -220,6 +220,21 @@ def test_e2e_labels_and_their_consistency():
     say(f"would still be {nodesum['inference']:.1f}% (inference) and {nodesum['training']:.1f}% (training) off on average")
 
 
+def test_short_kernel_labels():
+    """SwitchTransformer at 512 tokens, and short kernels against forecast / measured over all labels (e2e_short_kernels)."""
+    short = table("e2e_short_kernels")
+    sw = short[(short["model"] == "switchxl4") & (short["seq"] == 512)]
+    slow = "too slow on all" if (sw["ratio"] > 1).all() else "too slow on some"
+    say(f"SwitchTransformer at sequence 512, with {span(100 * sw['short_share'].min(), 100 * sw['short_share'].max(), '.0f')}% "
+        f"of its forecast in short kernels, is forecast {slow} {len(sw)} of its labels "
+        f"(by {span(100 * (sw['ratio'].min() - 1), 100 * (sw['ratio'].max() - 1), '.0f')}%)")
+    rho = short[["short_share", "ratio"]].corr(method="spearman").iloc[0, 1]
+    many = short["short_share"] >= 0.05
+    say(f"over all {len(short)} labels the association is {'weak' if abs(rho) < 0.3 else 'clear'} (Spearman {rho:.2f}; "
+        f"median forecast / measured {short.loc[many, 'ratio'].median():.2f} with at least 5% of the time in short "
+        f"kernels, {short.loc[~many, 'ratio'].median():.2f} otherwise)")
+
+
 def test_e2e_interval_wording():
     """Which differences are 'clear of chance': the bootstrap intervals of the result block (e2e_inference, _training, _fusion)."""
     from lib.metrics import bootstrap_mean_ci
