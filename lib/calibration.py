@@ -26,7 +26,8 @@ _FC_MODULES = re.compile(r"^(dense|classifier|decoder|fc\d+|[qkv]_proj|query|key
 _LN_MODULES = re.compile(r"(LayerNorm|layer_norm|^ln_\w+|^ln\d*$)")
 _MEM_MODULES = re.compile(r"(dropout|^drop$|embed|^wte$|^wpe$)")
 _EW_MODULES = re.compile(r"^(activation|activation_fn|act|gelu|relu|intermediate_act_fn)$")
-_EW_FUNCS = ("add", "sub", "mul", "truediv", "pow", "tanh", "gelu", "where", "masked_fill", "relu")
+# (torch.max of two tensors: OPT's clamp of the attention scores at finfo.min, element-wise)
+_EW_FUNCS = ("add", "sub", "mul", "truediv", "pow", "tanh", "gelu", "where", "masked_fill", "relu", "max")
 # Nodes that are part of the transformer layer repeated num_layer times (layer 0 in the CSV).
 _LAYER0 = re.compile(r"(?:layer|_h|layers|block)_0_")
 

@@ -127,6 +127,65 @@ def _gpu_dropout(input, p=0.5, training=True, inplace=False):
     return torch.native_dropout(input, p, True)[0]
 
 
+# ----------------------------------------------------------------------------- attention as measured
+# The labels were measured with transformers 4.x, whose eager attention differs from the one of the
+# pinned transformers 5 in a few kernels; the label CSVs' fx nodes of one layer show which. These
+# functions replace the model file's `eager_attention_forward` during a capture so that the recorded
+# kernels are the measured ones (the layer's fx nodes, in order, in each comment):
+#   BERT  matmul, truediv (by sqrt(d)), add (extended mask [b,1,1,s], always added), softmax, dropout, matmul
+#   GPT-2 matmul, truediv (by a 0-dim tensor), where (causal mask, finfo.min), softmax, dropout, matmul
+#   OPT   contiguous q/k/v, bmm, add (causal mask), max (clamp at finfo.min), softmax, dropout, bmm
+# (transformers 5 instead multiplies by the scale, OPT's by 1.0, adds a mask for GPT-2 and none for
+# BERT without padding, and drops OPT's clamp, whose backward is five kernels over the score tensor.)
+# Masks whose values do not matter on meta are torch.empty: no kernel, as the 4.x masks were made
+# once before the blocks. q, k, v arrive as [b, heads, s, d]; the output goes back as [b, s, heads, d].
+
+def _bert_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers 4.x BertSelfAttention scores (the bert_large label CSVs)."""
+    b, _, _, d = query.shape
+    scores = torch.matmul(query, key.transpose(-1, -2)) / (d ** 0.5)
+    if attention_mask is None:   # 4.x extends an all-ones padding mask and adds it in every layer
+        attention_mask = torch.empty(b, 1, 1, key.shape[-2], dtype=scores.dtype, device=scores.device)
+    probs = torch.nn.functional.dropout(torch.softmax(scores + attention_mask, dim=-1), p=dropout,
+                                        training=module.training)
+    return torch.matmul(probs, value).transpose(1, 2).contiguous(), probs
+
+
+def _gpt2_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers 4.x GPT2Attention._attn (the gpt2_large, gpt3_xl, gpt3_27 label CSVs)."""
+    scores = torch.matmul(query, key.transpose(-1, -2))
+    scores = scores / torch.full([], value.size(-1) ** 0.5, dtype=scores.dtype, device=scores.device)
+    q_len, k_len = query.shape[-2], key.shape[-2]
+    causal = torch.empty(1, 1, q_len, k_len, dtype=torch.bool, device=scores.device)
+    floor = torch.full([], torch.finfo(scores.dtype).min, dtype=scores.dtype, device=scores.device)
+    probs = torch.softmax(torch.where(causal, scores, floor), dim=-1)
+    probs = torch.nn.functional.dropout(probs, p=dropout, training=module.training)
+    return torch.matmul(probs, value).transpose(1, 2), probs
+
+
+def _opt_attention(module, query, key, value, attention_mask, scaling=1.0, dropout=0.0, **kwargs):
+    """transformers 4.x OPTAttention (the opt_13 label CSVs); q was already scaled after q_proj."""
+    b, h, s, d = query.shape
+    query = query if scaling == 1.0 else query * scaling
+    q, k, v = (t.contiguous().view(b * h, -1, d) for t in (query, key, value))   # 4.x _shape(): contiguous
+    scores = torch.bmm(q, k.transpose(1, 2))
+    if attention_mask is not None:
+        scores = scores.view(b, h, s, -1) + attention_mask
+        scores = torch.max(scores, torch.tensor(torch.finfo(scores.dtype).min, device=scores.device))
+        scores = scores.view(b * h, s, -1)
+    probs = torch.nn.functional.dropout(torch.softmax(scores, dim=-1), p=dropout, training=module.training)
+    return torch.bmm(probs, v).view(b, h, s, d).transpose(1, 2).contiguous(), probs
+
+
+MEASURED_ATTENTION = {"bert": _bert_attention, "gpt2": _gpt2_attention, "opt": _opt_attention}
+
+
+def _attention_module(model_type: str):
+    """The transformers module whose `eager_attention_forward` a capture of this model calls."""
+    import importlib
+    return importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
+
+
 def build_model(cfg, mode: str, depths, batch: int):
     """The labels' model class for cfg.model_type, with `depths` blocks per stack, on meta, fp32."""
     with warnings.catch_warnings():
@@ -173,10 +232,16 @@ def record(cfg, batch: int, seq: int, mode: str, depths) -> list:
     _install_hooks(model, cfg.stacks, rec)
     grad_ctx = torch.enable_grad() if mode == "training" else torch.no_grad()
     dropout, torch.nn.functional.dropout = torch.nn.functional.dropout, _gpu_dropout
+    attention = MEASURED_ATTENTION.get(cfg.model_type)
+    if attention is not None:
+        module = _attention_module(cfg.model_type)
+        upstream, module.eager_attention_forward = module.eager_attention_forward, attention
     try:
         return _run(model, kwargs, mode, rec, grad_ctx)
     finally:
         torch.nn.functional.dropout = dropout
+        if attention is not None:
+            module.eager_attention_forward = upstream
 
 
 def _run(model, kwargs, mode, rec, grad_ctx) -> list:

@@ -128,6 +128,40 @@ def test_bert_large_inference_gemms():
     assert ((df.op == "linear") & (df.M == 8) & (df.K == 2)).any()
 
 
+
+# Element-wise kernels named as in the label CSVs: fx function (truediv, max ...) or the activation
+# (a module node in OPT, a function node in BERT); our rows by aten base name.
+_EW_TOKEN = {"div": "truediv", "maximum": "max", "gelu": "act", "relu": "act"}
+
+
+def _label_layer_tokens(csv) -> list:
+    """Forward kernels of the label CSV's layer: op class, element-wise ones by function."""
+    from lib.calibration import fx_function, label_nodes
+    n = label_nodes(csv)
+    n = n[(n.part == "layer") & ~n.cls.isin(["NONE", "MEM"])]
+    return [c if c != "EW" else "act" if op == "call_module" else _EW_TOKEN.get(fx_function(t), fx_function(t))
+            for c, op, t in zip(n.cls, n.op, n.target)]
+
+
+@pytest.mark.parametrize("model", ["bert_large", "gpt2_large", "gpt3_xl", "opt_13"])
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_layer_kernels_match_label_csv(model, mode):
+    # One captured block runs the kernels the labels measured, in order: BERT's mask add, GPT-2's
+    # truediv + where, OPT's clamp (transformers 4.x attention; lib.graph_capture.MEASURED_ATTENTION).
+    from lib.calibration import kernel_class
+    from lib.labels import load_labels
+    labels = load_labels()
+    csvs = labels[(labels.model == model) & (labels["mode"] == mode) & (labels.csv != "")].csv
+    expected = _label_layer_tokens(csvs.iloc[0])
+    df = graph.capture(paths.MODEL_CONFIGS / f"{model}.json", 1, 128, mode, depths=(1,), use_cache=False)
+    df = df[(df.layer == "layer") & (df.phase == "fw")]
+    base = df.aten.str.split(".").str[1].str.rstrip("_")
+    ours = [c if c != "EW" else _EW_TOKEN.get(b, b) for c, b in zip(kernel_class(df.op), base) if c != "MEM"]
+    # a block's closing residual add follows the CSV's last node named after the layer: the CSV counts it
+    # in the epilogue
+    assert ours in (expected, expected + ["add"])
+
+
 def test_errors(tmp_path):
     with pytest.raises(graph.GraphError, match=r"unknown architecture.*MambaForCausalLM"):
         graph.load_config(_write(tmp_path, {"architectures": ["MambaForCausalLM"], "model_type": "mamba"}))
