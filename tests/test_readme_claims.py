@@ -258,23 +258,37 @@ def test_e2e_interval_wording():
 
     inf, train, fused = table("e2e_inference"), table("e2e_training"), table("e2e_fusion")
     assert inf["neusight_ape"].mean() > E2E_TARGET_PCT and (inf["neusight_ape"] - inf["paper_neusight"]).mean() < 0
-    assert side(inf["neusight_ape"], E2E_TARGET_PCT) == side(inf["neusight_ape"] - inf["paper_neusight"], 0) == "spans"
-    say(f"For inference, neither the miss of the {E2E_TARGET_PCT:g}% target nor our lead over the paper on the same "
-        "labels is clear of chance.")
-    assert side(train["neusight_ape"], E2E_TARGET_PCT) == "above"
-    assert side(train["neusight_ape"] - train["paper_neusight"], 0) == "spans"
-    say(f"For training, the miss is clear of chance (the whole interval lies above {E2E_TARGET_PCT:g}%), while the "
-        "difference from the paper is not.")
+    assert train["neusight_ape"].mean() > E2E_TARGET_PCT
+    assert (train["neusight_ape"] - train["paper_neusight"]).mean() < 0
+    for t in (inf, train):
+        assert side(t["neusight_ape"], E2E_TARGET_PCT) == side(t["neusight_ape"] - t["paper_neusight"], 0) == "spans"
+    say(f"For inference and for training, neither the miss of the {E2E_TARGET_PCT:g}% target nor our lead over the "
+        "paper on the same labels is clear of chance.")
     assert side(fused["neusight_ape"] - fused["paper_ape_pct"], 0) == "below"
     say("For fused inference, our lead over the paper is clear.")
 
 
+def test_gpus_above_the_paper():
+    """The GPUs whose mean end-to-end APE stays above the paper's (e2e_inference, e2e_training)."""
+    short = {"NVIDIA A100 80GB PCIe": "A100-80GB", "NVIDIA A100-PCIE-40GB": "A100-PCIE-40GB",
+             "NVIDIA H100 80GB HBM3": "H100", "Tesla P100-PCIE-16GB": "P100", "Tesla P4": "P4", "Tesla T4": "T4",
+             "Tesla V100-PCIE-32GB": "V100"}
+    above = []
+    for mode in ("inference", "training"):
+        g = table(f"e2e_{mode}").groupby("device")[["neusight_ape", "paper_neusight"]].mean()
+        above += [f"{short[d]} ({mode})" for d in g.index[g.neusight_ape > g.paper_neusight]]
+    phrase = and_list(above) + " stay above"
+    say(f"and {phrase} the paper's per-GPU averages.")
+    say(f"*End-to-end* below), and {phrase} the paper's per-GPU averages.")
+
+
 def test_e2e_fixed_time_variant():
     """The t0 variant inside whole models: e2e_overhead_variant (mean hidden_t0_ape per kind; SwitchTransformer)."""
+    from lib.report import E2E_TARGET_PCT
     var = table("e2e_overhead_variant")
     by_kind = var.groupby("kind")["hidden_t0_ape"].mean()
-    assert by_kind["inference"] > 5                                                  # "just above the target"
-    say(f"gives inference {by_kind['inference']:.1f}% (just above the target), fused {by_kind['fused inference']:.1f}%, "
+    side = "below" if by_kind["inference"] < E2E_TARGET_PCT else "above"
+    say(f"gives inference {by_kind['inference']:.1f}% ({side} the target), fused {by_kind['fused inference']:.1f}%, "
         f"and training {by_kind['training']:.1f}%")
     switch = var[(var["model"] == "switchxl4") & (var["kind"] == "inference")]
     say(f"SwitchTransformer's inference error drops from {switch['neusight_ape'].mean():.1f}% to "
@@ -289,6 +303,10 @@ def test_fusion_rules():
     say(f"Fused mean APE {rules['chains_only_ape'].mean():.1f}% -> {rules['folded_ape'].mean():.1f}% "
         f"(A100-PCIE-40GB {a100['chains_only_ape']:.1f} -> {a100['folded_ape']:.1f}, "
         f"H100 {h100['chains_only_ape']:.1f} -> {h100['folded_ape']:.1f};")
+    unfused = table("e2e_inference").set_index(["gpu", "model", "batch", "seq"])["neusight_ms"]
+    b = rules[rules["model"] == "bert_large"]
+    moved = 100 * (1 - b["chains_only_ms"].to_numpy() / unfused.loc[list(zip(b.gpu, b.model, b.batch, b.seq))].to_numpy())
+    say(f"Under chains only, BERT's forecast moves by {span(moved.min(), moved.max(), '.0f')}%")
     bert = rules[(rules["gpu"] == "NVIDIA_A100-PCIE-40GB") & (rules["model"] == "bert_large")]
     saving, share = 100 * bert["label_saving"], 100 * bert["non_gemm_share"]
     assert saving.min() > share.max()                                               # "more than"
