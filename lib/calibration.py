@@ -85,8 +85,14 @@ def label_nodes(csv_path) -> pd.DataFrame:
     idx = np.flatnonzero(nodes["Name"].astype(str).str.contains(_LAYER0).to_numpy())
     part = np.array(["prologue"] * len(nodes), dtype=object)
     if len(idx):
-        part[idx[0]:idx[-1] + 1] = "layer"
-        part[idx[-1] + 1:] = "epilogue"
+        # fx names function nodes by function, not by block: a block's closing dropout and residual add
+        # (GPT-2, OPT) follow its last named node, and belong to it while they launch kernels
+        end = idx[-1] + 1
+        while (end < len(nodes) and nodes["op"].iloc[end] in ("call_function", "call_method")
+               and nodes["cls"].iloc[end] in ("EW", "MEM")):
+            end += 1
+        part[idx[0]:end] = "layer"
+        part[end:] = "epilogue"
     nodes["part"] = part
     return nodes
 

@@ -184,6 +184,26 @@ def test_node_classes():
     assert nc("call_function", "<built-in method max of type object at 0x1>", "(1, 32, 2048, 2048)") == "EW"
 
 
+def test_label_nodes_parts(tmp_path):
+    # a block's closing dropout + residual add are function nodes after its last named node: still the layer;
+    # the epilogue starts at the next module or at a node that launches no kernel
+    rows = [("call_module", "transformer.wte", "wte", "(1, 8, 4)"),
+            ("call_module", "transformer.h.0.ln_1", "transformer_h_0_ln_1", "(1, 8, 4)"),
+            ("call_module", "transformer.h.0.mlp.dropout", "transformer_h_0_mlp_dropout", "(1, 8, 4)"),
+            ("call_function", "<function dropout at 0x1>", "dropout_2", "(1, 8, 4)"),
+            ("call_function", "<built-in function add>", "add_15", "(1, 8, 4)"),
+            ("call_method", "view", "view_13", "(1, 8, 4)"),
+            ("call_function", "<built-in function add>", "add_16", "(1, 8, 4)"),
+            ("call_module", "transformer.ln_f", "transformer_ln_f", "(1, 8, 4)")]
+    csv = tmp_path / "lab.csv"
+    pd.DataFrame([dict(op=o, target=t, Name=n, input_shapes="[]", output_shape=s, fw_latency=0.1, bw_latency=0.2)
+                  for o, t, n, s in rows]).to_csv(csv, index=False)
+    parts = calibration.label_nodes(csv).set_index("Name")["part"]
+    assert parts.to_dict() == {"wte": "prologue", "transformer_h_0_ln_1": "layer",
+                               "transformer_h_0_mlp_dropout": "layer", "dropout_2": "layer", "add_15": "layer",
+                               "view_13": "epilogue", "add_16": "epilogue", "transformer_ln_f": "epilogue"}
+
+
 def test_class_shares_hand_case():
     # 3 ms of linear, 0.5 + 0.5 ms of element-wise (add, gelu); every other class 0, in CLASSES order
     t = pd.DataFrame({"op": ["linear", "add", "gelu"], "total_ms": [3.0, 0.5, 0.5]})
