@@ -135,8 +135,10 @@ def _gpu_dropout(input, p=0.5, training=True, inplace=False):
 #   BERT  matmul, truediv (by sqrt(d)), add (extended mask [b,1,1,s], always added), softmax, dropout, matmul
 #   GPT-2 matmul, truediv (by a 0-dim tensor), where (causal mask, finfo.min), softmax, dropout, matmul
 #   OPT   contiguous q/k/v, bmm, add (causal mask), max (clamp at finfo.min), softmax, dropout, bmm
-# (transformers 5 instead multiplies by the scale, OPT's by 1.0, adds a mask for GPT-2 and none for
-# BERT without padding, and drops OPT's clamp, whose backward is five kernels over the score tensor.)
+#   Switch matmul, add (position bias, the mask folded in once), softmax, dropout, matmul (no CSV: the 4.x source)
+# (transformers 5 instead multiplies by the scale, OPT's and Switch's by 1.0, adds a mask for GPT-2 and none
+# for BERT without padding, adds Switch's bias and mask in two kernels per layer, and drops OPT's clamp,
+# whose backward is five kernels over the score tensor.)
 # Masks whose values do not matter on meta are torch.empty: no kernel, as the 4.x masks were made
 # once before the blocks. q, k, v arrive as [b, heads, s, d]; the output goes back as [b, s, heads, d].
 
@@ -177,7 +179,20 @@ def _opt_attention(module, query, key, value, attention_mask, scaling=1.0, dropo
     return torch.bmm(probs, v).view(b, h, s, d).transpose(1, 2).contiguous(), probs
 
 
-MEASURED_ATTENTION = {"bert": _bert_attention, "gpt2": _gpt2_attention, "opt": _opt_attention}
+def _switch_attention(module, query, key, value, attention_mask, scaling=1.0, dropout=0.0, position_bias=None,
+                      **kwargs):
+    """transformers 4.x SwitchTransformersAttention (T5-style: no scaling; no label CSV, read from the 4.x source)."""
+    scores = torch.matmul(query, key.transpose(3, 2))
+    # 4.x adds the mask into the position bias once, before the first block, then adds that bias in every layer
+    bias = position_bias if position_bias is not None else attention_mask
+    if bias is not None:
+        scores += bias
+    probs = torch.nn.functional.dropout(torch.softmax(scores, dim=-1), p=dropout, training=module.training)
+    return torch.matmul(probs, value).transpose(1, 2).contiguous(), probs
+
+
+MEASURED_ATTENTION = {"bert": _bert_attention, "gpt2": _gpt2_attention, "opt": _opt_attention,
+                      "switch_transformers": _switch_attention}
 
 
 def _attention_module(model_type: str):
