@@ -426,8 +426,9 @@ def test_05_short_kernels_and_fixed_time():
     rho = short[["short_share", "ratio"]].corr(method="spearman").iloc[0, 1]
     says(NB05, f"the share of short kernels goes {'only weakly' if abs(rho) < 0.3 else 'clearly'} with forecast / measured")
     sw = short[(short["model"] == "switchxl4") & (short["seq"] == 512)]
-    says(NB05, f"every one of its labels puts a large share of the forecast in short kernels, and every one is forecast "
-               f"{'too slow' if (sw['ratio'] > 1).all() and (sw['short_share'] >= 0.05).all() else '(not) too slow'}")
+    assert (sw["short_share"] >= 0.05).all()
+    says(NB05, "puts a large share of every label's forecast in short kernels, and "
+               f"{'most of its' if (sw['ratio'] > 1).mean() > 0.5 else 'few of its'} labels are forecast too slow")
     var = table("e2e_overhead_variant")
     means = var.groupby("kind")[["neusight_ape", "hidden_t0_ape"]].mean()
     lowered = [k for k in ("inference", "fused inference") if means.loc[k, "hidden_t0_ape"] < means.loc[k, "neusight_ape"]]
@@ -441,7 +442,6 @@ def test_05_short_kernels_and_fixed_time():
     raises = unseen_train["hidden_t0_ape"].mean() > unseen_train["neusight_ape"].mean()
     says(NB05, f"It {'raises' if raises else 'lowers'} the training error on the GPUs never trained on")
     switch = var[(var["model"] == "switchxl4") & (var["kind"] == "training")]
-    default_slow = (switch["neusight_ms"] > switch["e2e_ms"]).all() and (switch["neusight_ape"] < 10).all()
     variant_fast = (switch["hidden_t0_ms"] < switch["e2e_ms"]).all()
-    says(NB05, f"SwitchTransformer's training labels, {'a little too slow' if default_slow else 'not all too slow'} under "
+    says(NB05, f"SwitchTransformer's training labels, within {switch['neusight_ape'].max():.0f}% under "
                f"the default, come out {'too fast' if variant_fast else 'not all too fast'}")

@@ -235,10 +235,12 @@ def test_short_kernel_labels():
     """SwitchTransformer at 512 tokens, and short kernels against forecast / measured over all labels (e2e_short_kernels)."""
     short = table("e2e_short_kernels")
     sw = short[(short["model"] == "switchxl4") & (short["seq"] == 512)]
-    slow = "too slow on all" if (sw["ratio"] > 1).all() else "too slow on some"
+    slow, rest = sw[sw["ratio"] > 1], sw[sw["ratio"] <= 1]
+    assert 0 < len(rest) < len(slow)
     say(f"SwitchTransformer at sequence 512, with {span(100 * sw['short_share'].min(), 100 * sw['short_share'].max(), '.0f')}% "
-        f"of its forecast in short kernels, is forecast {slow} {len(sw)} of its labels "
-        f"(by {span(100 * (sw['ratio'].min() - 1), 100 * (sw['ratio'].max() - 1), '.0f')}%)")
+        f"of its forecast in short kernels, is forecast too slow on {len(slow)} of its {len(sw)} labels "
+        f"(by up to {100 * (slow['ratio'].max() - 1):.0f}%; the other {WORDS[len(rest)]} within "
+        f"{100 * (1 - rest['ratio'].min()):.0f}%)")
     rho = short[["short_share", "ratio"]].corr(method="spearman").iloc[0, 1]
     many = short["short_share"] >= 0.05
     say(f"over all {len(short)} labels the association is {'weak' if abs(rho) < 0.3 else 'clear'} (Spearman {rho:.2f}; "
@@ -260,10 +262,13 @@ def test_e2e_interval_wording():
     assert inf["neusight_ape"].mean() > E2E_TARGET_PCT and (inf["neusight_ape"] - inf["paper_neusight"]).mean() < 0
     assert train["neusight_ape"].mean() > E2E_TARGET_PCT
     assert (train["neusight_ape"] - train["paper_neusight"]).mean() < 0
-    for t in (inf, train):
-        assert side(t["neusight_ape"], E2E_TARGET_PCT) == side(t["neusight_ape"] - t["paper_neusight"], 0) == "spans"
-    say(f"For inference and for training, neither the miss of the {E2E_TARGET_PCT:g}% target nor our lead over the "
-        "paper on the same labels is clear of chance.")
+    assert side(inf["neusight_ape"], E2E_TARGET_PCT) == "spans"
+    assert side(inf["neusight_ape"] - inf["paper_neusight"], 0) == "below"
+    assert bootstrap_mean_ci(inf["neusight_ape"] - inf["paper_neusight"])[1] > -0.5                 # "(just)"
+    say(f"For inference, our lead over the paper on the same labels is clear of chance (just), the miss of the "
+        f"{E2E_TARGET_PCT:g}% target is not.")
+    assert side(train["neusight_ape"], E2E_TARGET_PCT) == side(train["neusight_ape"] - train["paper_neusight"], 0) == "spans"
+    say("For training, neither is.")
     assert side(fused["neusight_ape"] - fused["paper_ape_pct"], 0) == "below"
     say("For fused inference, our lead over the paper is clear.")
 
