@@ -128,7 +128,6 @@ def test_bert_large_inference_gemms():
     assert ((df.op == "linear") & (df.M == 8) & (df.K == 2)).any()
 
 
-
 # Element-wise kernels named as in the label CSVs: fx function (truediv, max ...) or the activation
 # (a module node in OPT, a function node in BERT); our rows by aten base name.
 _EW_TOKEN = {"div": "truediv", "maximum": "max", "gelu": "act", "relu": "act"}
@@ -158,7 +157,6 @@ def test_layer_kernels_match_label_csv(model, mode):
     base = df.aten.str.split(".").str[1].str.rstrip("_")
     ours = [c if c != "EW" else _EW_TOKEN.get(b, b) for c, b in zip(kernel_class(df.op), base) if c != "MEM"]
     assert ours == expected
-
 
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
