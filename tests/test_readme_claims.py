@@ -52,7 +52,7 @@ def one(df: pd.DataFrame, **where) -> pd.Series:
 def test_reference_machine_matches_provenance():
     """The reference machine's cores, training threads and vector ISA: figures/PROVENANCE.json."""
     machine = json.loads((ROOT / "figures" / "PROVENANCE.json").read_text())["machine"]
-    say(f"On the {machine['cpus']}-core reference machine")
+    say(f"Times on the {machine['cpus']}-core reference machine")
     say(f"every predictor trains on {machine['train_threads']} torch threads")
     say(f"e.g. AVX2 instead of {machine['cpu_capability']}")
 
