@@ -278,11 +278,10 @@ def test_gpus_above_the_paper():
     short = {"NVIDIA A100 80GB PCIe": "A100-80GB", "NVIDIA A100-PCIE-40GB": "A100-PCIE-40GB",
              "NVIDIA H100 80GB HBM3": "H100", "Tesla P100-PCIE-16GB": "P100", "Tesla P4": "P4", "Tesla T4": "T4",
              "Tesla V100-PCIE-32GB": "V100"}
-    above = []
-    for mode in ("inference", "training"):
-        g = table(f"e2e_{mode}").groupby("device")[["neusight_ape", "paper_neusight"]].mean()
-        above += [f"{short[d]} ({mode})" for d in g.index[g.neusight_ape > g.paper_neusight]]
-    phrase = and_list(above) + " stay above"
+    from lib.report import e2e_per_gpu
+    per_gpu = e2e_per_gpu(table("e2e_inference"), table("e2e_training"))   # the result block's per-GPU table
+    above = per_gpu[per_gpu["below the paper"] != "yes"].reset_index().sort_values(["mode", "device"])
+    phrase = and_list(f"{short[d]} ({mode})" for d, mode in zip(above["device"], above["mode"])) + " stay above"
     say(f"and {phrase} the paper's per-GPU averages.")
     say(f"*End-to-end* below), and {phrase} the paper's per-GPU averages.")
 
