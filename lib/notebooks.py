@@ -52,6 +52,18 @@ def prepare(kind: str, notebooks: list[Path]) -> None:
                             kernel_name="python3", progress_bar=False)
 
 
+def _cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo, else platform.processor()): with the same vector ISA, a CPU of another
+    maker can still train other weights, as its math libraries pick other kernels."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def provenance(outputs: list[Path]) -> None:
     """figures/PROVENANCE.json: commit, date, machine and wall time per notebook of the last full run."""
     from .train import numeric_env    # torch: imported only here
@@ -67,7 +79,7 @@ def provenance(outputs: list[Path]) -> None:
     record = {"commit": commit, "uncommitted_changes": dirty,
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": {"platform": platform.platform(), "processor": platform.machine(),
-                          "cpus": os.cpu_count(), "python": platform.python_version(),
+                          "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version(),
                           **numeric_env()},
               "wall_s_per_notebook": times}
     paths.FIGURES.mkdir(parents=True, exist_ok=True)
