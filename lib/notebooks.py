@@ -53,8 +53,8 @@ def prepare(kind: str, notebooks: list[Path]) -> None:
 
 
 def _cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo, else platform.processor()): with the same vector ISA, a CPU of another
-    maker can still train other weights, as its math libraries pick other kernels."""
+    """The CPU's model name (/proc/cpuinfo, else platform.processor()): with the same vector ISA, another CPU can
+    still train other weights (its math libraries may pick other kernels; README, Reproducibility)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
