@@ -21,3 +21,13 @@ def test_notebook_is_stripped_and_parameterized(nb):
 
 def test_there_are_notebooks():
     assert NOTEBOOKS, "no notebooks found"
+
+
+def test_provenance_records_the_machine(tmp_path, monkeypatch):
+    # the CPU model too: the same vector ISA on another CPU trained other weights (README, Reproducibility)
+    from lib import notebooks
+    monkeypatch.setattr(paths, "FIGURES", tmp_path)
+    notebooks.provenance([])
+    machine = json.loads((tmp_path / "PROVENANCE.json").read_text())["machine"]
+    assert machine["cpu_model"].strip() and machine["cpu_model"] == notebooks._cpu_model()
+    assert {"train_threads", "cpu_capability", "cpus"} <= set(machine)
