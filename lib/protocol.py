@@ -62,6 +62,21 @@ def hold_mem_evidence(candidates: dict, choice: dict, classes=("EW", "SOFTMAX", 
     return out.assign(adopt=out["mape_held"] <= out["mape_as_is"])
 
 
+# lib.selection records each criterion's winner as the reference run recomputed it. A CPU with other
+# floating-point results trains other weights and can recompute another winner; notebook 04 then says which
+# (table 04-recorded-choices) and goes on with the recorded choice, which its figures and the CLI use.
+def choice_check(protocol_name: str, recorded: dict, recomputed: dict) -> pd.DataFrame:
+    """Per op class, the choice lib.selection records beside the one this run recomputed (notebook 04)."""
+    rows = [{"protocol": protocol_name, "op_class": c, "recorded": str(recorded[c]), "recomputed": str(v),
+             "reproduced": recorded[c] == v} for c, v in recomputed.items()]
+    return pd.DataFrame(rows, columns=["protocol", "op_class", "recorded", "recomputed", "reproduced"])
+
+
+def winner_choices(winners: pd.DataFrame) -> dict:
+    """{op_class: (config, epochs)} of a table of winners indexed by op class, with plain Python values."""
+    return {c: (str(w["config"]), int(w["epochs"])) for c, w in winners.iterrows()}
+
+
 def _raw(feat: pd.DataFrame, raw_cols) -> pd.DataFrame:
     """The kernel-table columns of a featured table (what the tile rules start from)."""
     return feat[[c for c in feat.columns if c in raw_cols]].reset_index(drop=True)

@@ -61,8 +61,8 @@ def _chosen(candidates: dict, choice: dict, **extra) -> dict:
             for c, (name, epochs) in choice.items()}
 
 
-# The lowest score per class (recomputed in notebook 04, table 04-selection-scores; the notebook
-# asserts that UNSEEN_CHOICE is that table's winner). Amendment 1's comment had quoted BMM and FC at
+# The lowest score per class (recomputed in notebook 04, table 04-selection-scores; its cell recorded-choices
+# lists any recorded choice the run does not reproduce). Amendment 1's comment had quoted BMM and FC at
 # E = 11 from an earlier run, while its own recomputed table chose E = 40 and 37: corrected in amendment 2.
 #   BMM  logo_choice (no f_mem), E = 40 (shapes best)   LOGO 30.8, shapes 18.9 -> 24.9
 #   FC   no_f_mem,               E = 37 (shapes best)   LOGO 38.5, shapes 22.8 -> 30.6
