@@ -1,5 +1,8 @@
 """Repository hygiene: source notebooks are stripped, each has a parameters cell and both param files."""
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -31,3 +34,14 @@ def test_provenance_records_the_machine(tmp_path, monkeypatch):
     machine = json.loads((tmp_path / "PROVENANCE.json").read_text())["machine"]
     assert machine["cpu_model"].strip() and machine["cpu_model"] == notebooks._cpu_model()
     assert {"train_threads", "cpu_capability", "cpus"} <= set(machine)
+    assert len(machine["blas_fingerprint"]) == 12 and machine["blas_fingerprint"] == notebooks.blas_fingerprint()
+
+
+def test_blas_fingerprint_tells_mkl_code_paths_apart():
+    # MKL_CBWR=COMPATIBLE makes MKL use its vendor-neutral kernels, which sum in another order
+    from lib import notebooks
+    code = "from lib.notebooks import blas_fingerprint; print(blas_fingerprint())"
+    env = {**os.environ, "MKL_CBWR": "COMPATIBLE"}
+    other = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           cwd=paths.ROOT, check=True).stdout.strip()
+    assert len(other) == 12 and other != notebooks.blas_fingerprint()
