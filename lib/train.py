@@ -42,7 +42,7 @@ TRAIN_THREADS = _train_threads()
 
 
 def numeric_env() -> dict:
-    """What, besides code and data, decides the trained weights: thread count and vector ISA."""
+    """Thread count and vector ISA, which with code and data decide the weights (so do MKL's kernels: README)."""
     return {"train_threads": TRAIN_THREADS, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
 
 
