@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import platform
@@ -65,24 +64,6 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-# MKL picks its float32 matmul kernels by CPU, and the summation order they give decides the trained weights: on a
-# 2-core AMD EPYC, MKL_CBWR=COMPATIBLE (MKL's vendor-neutral kernels) changed them, while torch's own ISA (avx2 or
-# avx512) did not. A run whose fingerprint differs from the committed run's sums matmuls another way.
-def blas_fingerprint() -> str:
-    """md5 (12 hex digits) of one fixed float32 matmul on the training threads (PROVENANCE.json; README)."""
-    import torch
-    from .train import TRAIN_THREADS
-    g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(1024, 256, generator=g), torch.randn(256, 512, generator=g)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(TRAIN_THREADS)
-    try:
-        product = (a @ b).numpy()
-    finally:
-        torch.set_num_threads(threads)
-    return hashlib.md5(product.tobytes()).hexdigest()[:12]
-
-
 def provenance(outputs: list[Path]) -> None:
     """figures/PROVENANCE.json: commit, date, machine and wall time per notebook of the last full run."""
     from .train import numeric_env    # torch: imported only here
@@ -99,7 +80,7 @@ def provenance(outputs: list[Path]) -> None:
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": {"platform": platform.platform(), "processor": platform.machine(),
                           "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                          **numeric_env(), "blas_fingerprint": blas_fingerprint()},
+                          **numeric_env()},
               "wall_s_per_notebook": times}
     paths.FIGURES.mkdir(parents=True, exist_ok=True)
     (paths.FIGURES / "PROVENANCE.json").write_text(json.dumps(record, indent=2) + "\n")

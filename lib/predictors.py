@@ -30,7 +30,6 @@ import torch
 from torch import nn
 
 from . import features as features_mod
-from . import paths
 from . import roofline as roofline_mod
 from . import tiles as tiles_mod
 from . import train as train_mod
@@ -249,7 +248,7 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
                               *([_code_text(largest_rows), LARGEST_SHARE] if validation == "largest" else []))
     name = _cache_name(op_class, cfg, validation, overhead)
     if force:
-        (paths.BUILD / "predictors" / f"{name}-{key}.pt").unlink(missing_ok=True)
+        train_mod.cache_path(name, key).unlink(missing_ok=True)
 
     def build():
         feat = training_table(op_class, max_rows, cfg.seed)

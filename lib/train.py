@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import hashlib
 import inspect
 import io
@@ -18,6 +19,7 @@ import sys
 import textwrap
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -41,9 +43,27 @@ def _train_threads() -> int:
 TRAIN_THREADS = _train_threads()
 
 
+# MKL picks its float32 matmul kernels by CPU unless MKL_CBWR pins them (lib/__init__ sets COMPATIBLE), and the order in
+# which they sum decides the weights: on a 2-core AMD EPYC, COMPATIBLE changed them while torch's own ISA (avx2 or
+# avx512) did not. Two runs whose fingerprints differ sum matmuls in another order.
+@functools.cache
+def blas_fingerprint() -> str:
+    """md5 (12 hex digits) of one fixed float32 matmul on the training threads (PROVENANCE.json; README)."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(1024, 256, generator=g), torch.randn(256, 512, generator=g)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(TRAIN_THREADS)
+    try:
+        product = (a @ b).numpy()
+    finally:
+        torch.set_num_threads(threads)
+    return hashlib.md5(product.tobytes()).hexdigest()[:12]
+
+
 def numeric_env() -> dict:
-    """Thread count and vector ISA, which with code and data decide the weights (so do MKL's kernels: README)."""
-    return {"train_threads": TRAIN_THREADS, "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+    """Thread count, vector ISA and MKL's kernels, which with code and data decide the weights (notebook 03)."""
+    return {"train_threads": TRAIN_THREADS, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "mkl_cbwr": os.environ.get("MKL_CBWR", ""), "blas_fingerprint": blas_fingerprint()}
 
 
 @dataclass(frozen=True)
@@ -163,10 +183,15 @@ def cache_key(*parts) -> str:
     return h.hexdigest()[:16]
 
 
+def cache_path(name: str, key: str) -> Path:
+    """build/predictors/blas-<fingerprint>-threads<N>/<name>-<key>.pt: weights summed another way never mix (notebook 03)."""
+    return paths.BUILD / "predictors" / f"blas-{blas_fingerprint()}-threads{TRAIN_THREADS}" / f"{name}-{key}.pt"
+
+
 def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple[dict, dict]:
-    """(state, info) from build/predictors/<name>-<key>.pt, or build() on TRAIN_THREADS threads
+    """(state, info) from cache_path(name, key), or build() on TRAIN_THREADS threads
     and save atomically; info records the numeric environment it was trained in."""
-    path = paths.BUILD / "predictors" / f"{name}-{key}.pt"
+    path = cache_path(name, key)
     if path.is_file():
         blob = torch.load(path, map_location="cpu", weights_only=False)
         return blob["state"], {**blob["info"], "cached": True}

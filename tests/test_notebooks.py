@@ -28,20 +28,29 @@ def test_there_are_notebooks():
 
 def test_provenance_records_the_machine(tmp_path, monkeypatch):
     # the CPU model too: the same vector ISA on another CPU trained other weights (README, Reproducibility)
-    from lib import notebooks
+    from lib import notebooks, train
     monkeypatch.setattr(paths, "FIGURES", tmp_path)
     notebooks.provenance([])
     machine = json.loads((tmp_path / "PROVENANCE.json").read_text())["machine"]
     assert machine["cpu_model"].strip() and machine["cpu_model"] == notebooks._cpu_model()
     assert {"train_threads", "cpu_capability", "cpus"} <= set(machine)
-    assert len(machine["blas_fingerprint"]) == 12 and machine["blas_fingerprint"] == notebooks.blas_fingerprint()
+    assert machine["mkl_cbwr"] == "COMPATIBLE"
+    assert len(machine["blas_fingerprint"]) == 12 and machine["blas_fingerprint"] == train.blas_fingerprint()
 
 
-def test_blas_fingerprint_tells_mkl_code_paths_apart():
-    # MKL_CBWR=COMPATIBLE makes MKL use its vendor-neutral kernels, which sum in another order
-    from lib import notebooks
-    code = "from lib.notebooks import blas_fingerprint; print(blas_fingerprint())"
-    env = {**os.environ, "MKL_CBWR": "COMPATIBLE"}
-    other = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                           cwd=paths.ROOT, check=True).stdout.strip()
-    assert len(other) == 12 and other != notebooks.blas_fingerprint()
+def _fingerprint_in_subprocess(**env_changes) -> str:
+    """blas_fingerprint() of a fresh python that imports lib, with MKL_CBWR as given (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
+    env.update({k: v for k, v in env_changes.items() if v is not None})
+    code = "import torch; from lib.train import blas_fingerprint; print(blas_fingerprint())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          cwd=paths.ROOT, check=True).stdout.strip()
+
+
+def test_importing_lib_pins_mkl_to_its_vendor_neutral_kernels():
+    # MKL_CBWR=COMPATIBLE unless the user set it; AUTO (MKL's default, kernels picked by CPU) sums in another order
+    from lib import train
+    assert os.environ["MKL_CBWR"] == "COMPATIBLE"
+    unset, compatible = _fingerprint_in_subprocess(MKL_CBWR=None), _fingerprint_in_subprocess(MKL_CBWR="COMPATIBLE")
+    assert len(unset) == 12 and unset == compatible == train.blas_fingerprint()
+    assert _fingerprint_in_subprocess(MKL_CBWR="AUTO") != compatible

@@ -64,7 +64,7 @@ def test_training_is_cached(tmp_path, monkeypatch):
     first = P.train_predictor("LN", TINY)
     second = P.train_predictor("LN", TINY)
     assert first.info["cached"] is False and second.info["cached"] is True
-    assert len(list((tmp_path / "predictors").glob("neusight-LN-*.pt"))) == 1
+    assert len(list((tmp_path / "predictors").glob("*/neusight-LN-*.pt"))) == 1
     for p1, p2 in zip(first.model.parameters(), second.model.parameters()):
         assert torch.equal(p1, p2)
     feat = P.training_table("LN", 50)

@@ -78,3 +78,9 @@ def test_code_text_ignores_prose_but_not_code():
     # a body that is only a docstring keeps a statement; a module docstring goes too
     assert train.code_text('"""Module."""\nclass A:\n    """Only a docstring."""\n') == "class A:\n    pass"
     assert train.cache_key(train.code_text(src)) == train.cache_key(train.code_text(prose)) != train.cache_key(train.code_text(code))
+
+
+def test_predictor_cache_is_kept_apart_per_blas_fingerprint():
+    path = train.cache_path("neusight-LN", "0123")
+    assert path.parent.name == f"blas-{train.blas_fingerprint()}-threads{train.TRAIN_THREADS}"
+    assert path.parent.parent == paths.BUILD / "predictors" and path.name == "neusight-LN-0123.pt"
