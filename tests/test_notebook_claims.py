@@ -94,15 +94,17 @@ def test_04_amendment1_evidence():
     amended = idm[idm["level_0"] == "amended choice, unseen-GPU model on every GPU"].set_index("op_class")["mape_pct"]
     gap = [c for c in ("EW", "LN", "FC") if logo_only[c] > amended[c]]
     no_gap = [c for c in ("EW", "LN", "FC") if c not in gap]
-    says(NB04, f"the gap shows for {' and '.join(gap)}, not for {' and '.join(no_gap)}")
+    says(NB04, f"the gap shows for {and_list(gap)}" + (f", not for {and_list(no_gap)}" if no_gap else "."))
 
 
 def test_04_amendment2_fc_bias():
     """04 cell 2a87c3fd: the unseen-GPU FC model's median forecast / measured per training GPU (04-fc-gpu-bias)."""
     bias = table("04-fc-gpu-bias").set_index("device")["median forecast / measured"]
     assert sorted(bias.index) == training_gpus()
-    assert bias.min() < 1 < bias.max()
-    says(NB04, "too fast on some and too slow on others")
+    sides = ("too fast on some and too slow on others" if bias.min() < 1 < bias.max()
+             else f"too {'fast' if bias.max() < 1 else 'slow'} on all {WORDS[len(bias)]}")
+    says(NB04, f"differs from GPU to GPU, {sides} (median forecast / measured {bias.min():.2f}-{bias.max():.2f} in the "
+               "full run;")
     # the corrected claim (T4 too fast, P4 and V100 too slow, each by more than 20%) fails on every part
     assert bias["Tesla T4"] > 0.8 and bias["Tesla P4"] < 1.2 and bias["Tesla V100-PCIE-32GB"] < 1.2
     says(NB04, "an earlier session had written that T4 is forecast too fast and P4 and V100 too slow, each by more "
@@ -135,7 +137,9 @@ def test_04_batch256_trial():
     ood_a, ood_t = mape["OOD, adopted"].round(), mape["OOD, trial"].round()   # "the same": equal to the whole %
     worse = [CLASS_WORDS[c] for c in OP_ORDER if c != "SOFTMAX" and ood_t[c] > ood_a[c]]
     same = [CLASS_WORDS[c] for c in OP_ORDER if c != "SOFTMAX" and ood_t[c] == ood_a[c]]
-    says(NB04, f"(worse for {' and '.join(worse)}, the same for {' and '.join(same)};")
+    better = [CLASS_WORDS[c] for c in OP_ORDER if c != "SOFTMAX" and ood_t[c] < ood_a[c]]
+    says(NB04, f"(worse for {' and '.join(worse)}, the same for {' and '.join(same)}"
+               + (f", better for {' and '.join(better)}" if better else "") + ";")
 
 
 def test_04_bootstrap_fewest_rows():
@@ -230,9 +234,10 @@ def test_04_spec_dominance_reading():
     bw = dom[dom["step"] == "+mem_bw_gbps"].set_index("op_class")
     cuts = "every class" if (bw["change_pct"] < 0).all() else "some classes"
     slower = (bw["slower_launch_pct"] > 0).sum()
+    first, second = bw["slower_launch_pct"].sort_values(ascending=False).index[:2]
     says(NB04, f"Raising the bandwidth alone cuts the summed forecast of {cuts}, yet some shapes of "
                f"{'most' if slower > len(bw) / 2 else 'few'} classes are forecast slower, most often "
-               f"{bw['slower_launch_pct'].idxmax()} GEMMs")
+               f"{CLASS_WORDS[first]} kernels, then {CLASS_WORDS[second]} ones")
 
 
 def test_04_a100_pair_and_ranking():
@@ -343,7 +348,8 @@ def test_04_fixed_time_variant():
                f"{'both improve' if improve else 'do not both improve'}, and {'some reach' if reach else 'neither reaches'} "
                f"the paper's number; layernorm gets {'worse' if gain['LN'] < 0 else 'better'}")
     gain_id = ovh["in-distribution, adopted"] - ovh["in-distribution, with t0"]
-    says(NB04, f"In distribution the order differs: {names[gain_id.idxmax()]} gains most, and "
+    top = names[gain_id.idxmax()]
+    says(NB04, f"In distribution the order differs: {top} {'gain' if top.endswith('ops') else 'gains'} most, and "
                f"{' and '.join(names[c] for c in OP_ORDER if gain_id[c] < 0)} gets worse.")
 
 
@@ -379,11 +385,11 @@ def test_05_spec_dominance_reading():
     step = dom[dom["step"] == "+mem_bw_gbps"]
     pooled = (step["slower_launch_pct"] * step["launches"]).groupby(step["op_class"]).sum() / \
         step.groupby("op_class")["launches"].sum()
-    assert round(pooled["FC"] / 20) == round(pooled["EW"] / 20) == 3                # "three in five of both"
     median = step.groupby("op_class")["slower_launch_pct"].median()
-    says(NB05, f"pooled over the label settings (right panel), about three in five of both the FC and the element-wise "
-               f"launches; at the median label setting (the table), {QUARTERS[round(median['FC'] / 25)]} the FC launches "
-               f"and {QUARTERS[round(median['EW'] / 25)]} of the element-wise ones")
+    fc_share = "almost none of" if median["FC"] < 5 else QUARTERS[round(median["FC"] / 25)]
+    says(NB05, f"pooled over the label settings (right panel), about {WORDS[round(pooled['FC'] / 20)]} in five of the FC "
+               f"and {WORDS[round(pooled['EW'] / 20)]} in five of the element-wise launches; at the median label setting "
+               f"(the table), {fc_share} the FC launches and {QUARTERS[round(median['EW'] / 25)]} of the element-wise ones")
     whole = dom[(dom["step"] == "NVIDIA H200") & (dom["op_class"] == "ALL")]
     n_slower = int((whole["change_pct"] > 0).sum())
     some = "some" if 0 < n_slower < len(whole) else "no" if n_slower == 0 else "all"

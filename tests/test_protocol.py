@@ -2,10 +2,8 @@
 import json
 
 import pandas as pd
-import pytest
 
 from lib import paths, protocol
-from lib.selection import UNSEEN_CHOICE
 
 
 def test_choice_check_marks_a_recomputed_winner_that_differs():
@@ -14,7 +12,8 @@ def test_choice_check_marks_a_recomputed_winner_that_differs():
     recomputed = protocol.winner_choices(winners)
     assert recomputed == {"BMM": ("logo_choice", 20), "FC": ("no_f_mem", 37)}
     assert all(type(e) is int for _, e in recomputed.values())   # not numpy ints in the table's text
-    check = protocol.choice_check("unseen", UNSEEN_CHOICE, recomputed)
+    recorded = {"BMM": ("logo_choice", 40), "FC": ("no_f_mem", 37)}
+    check = protocol.choice_check("unseen", recorded, recomputed)
     assert check.to_dict("records") == [
         {"protocol": "unseen", "op_class": "BMM", "recorded": "('logo_choice', 40)",
          "recomputed": "('logo_choice', 20)", "reproduced": False},

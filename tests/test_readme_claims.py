@@ -81,8 +81,11 @@ def test_dataset_gpu_and_model_counts():
         f"MLPs (their error rises slightly, to {ids['MLP'][-1]:.1f}%)")
     by_gpu = table("predictor_scaling_by_gpu")
     mlp_h100 = by_gpu[by_gpu["predictor"].str.startswith("MLP") & (by_gpu["device"] == "NVIDIA H100 80GB HBM3")]
-    assert len(mlp_h100) == 2 and (mlp_h100["median_ratio"] < 1e-7).all()
-    say("Both MLPs forecast about zero on H100 (median predicted / measured below 1e-7)")
+    assert len(mlp_h100) == 2
+    runs_off = {int(r.predictor.split()[1]): r for r in mlp_h100.itertuples()}
+    assert runs_off[8].median_ratio < 1e-7 and runs_off[16].median_ratio > 10   # "about zero", "times too slow"
+    say(f"the 8-layer MLP forecasts about zero on H100 (median predicted / measured below 1e-7) and the 16-layer "
+        f"one {runs_off[16].median_ratio:.0f} times the measured latency (MAPE {runs_off[16].mape:,.0f}% there)")
     # the paper's models, and the Llama-family models forecast beside GPT3-2.7B
     paper_models = table("e2e_inference")["model"].nunique()
     say(f"the inference and training tables for {WORDS[paper_models]} transformers")
@@ -262,11 +265,11 @@ def test_e2e_interval_wording():
     assert inf["neusight_ape"].mean() > E2E_TARGET_PCT and (inf["neusight_ape"] - inf["paper_neusight"]).mean() < 0
     assert train["neusight_ape"].mean() > E2E_TARGET_PCT
     assert (train["neusight_ape"] - train["paper_neusight"]).mean() < 0
-    assert side(inf["neusight_ape"], E2E_TARGET_PCT) == "spans"
-    assert side(inf["neusight_ape"] - inf["paper_neusight"], 0) == "below"
-    assert bootstrap_mean_ci(inf["neusight_ape"] - inf["paper_neusight"])[1] > -0.5                 # "(just)"
-    say(f"For inference, our lead over the paper on the same labels is clear of chance (just), the miss of the "
-        f"{E2E_TARGET_PCT:g}% target is not.")
+    assert side(inf["neusight_ape"], E2E_TARGET_PCT) == "above"
+    assert bootstrap_mean_ci(inf["neusight_ape"])[0] < E2E_TARGET_PCT + 0.5                          # "(just)"
+    assert side(inf["neusight_ape"] - inf["paper_neusight"], 0) == "spans"
+    say(f"For inference, the miss of the {E2E_TARGET_PCT:g}% target is clear of chance (just), our lead over the "
+        f"paper on the same labels is not.")
     assert side(train["neusight_ape"], E2E_TARGET_PCT) == side(train["neusight_ape"] - train["paper_neusight"], 0) == "spans"
     say("For training, neither is.")
     assert side(fused["neusight_ape"] - fused["paper_ape_pct"], 0) == "below"
@@ -322,7 +325,8 @@ def test_spec_dominance():
     """H100 -> H200 forecasts (e2e_spec_dominance, 04-spec-dominance) and the A100 pair (04-spec-dominance-a100)."""
     e2e = table("e2e_spec_dominance")
     bw = e2e[e2e["step"] == "+mem_bw_gbps"].groupby("op_class")["slower_launch_pct"].median()   # median label setting
-    say(f"slows {QUARTERS[round(bw['FC'] / 25)]} the FC launches of the models and "
+    fc_share = "almost none of" if bw["FC"] < 5 else QUARTERS[round(bw["FC"] / 25)]
+    say(f"slows {fc_share} the FC launches of the models and "
         f"{QUARTERS[round(bw['EW'] / 25)]} of their element-wise ones (median label setting)")
     kern = table("04-spec-dominance")
     say(f"and {one(kern, step='+mem_bw_gbps', op_class='LN')['slower_launch_pct']:.0f}% of layernorm's held-out kernel shapes")
