@@ -4,10 +4,11 @@ Every choice here was made on the five training GPUs only (lib.protocol.logo_tab
 lib.protocol.selection_table); OOD GPUs are never read to choose. lib.predictors trains what these
 configs say; notebook 04 recomputes every score quoted below.
 
-REBASE (2026-11-24): lib pins MKL_CBWR=COMPATIBLE (lib/__init__), so the weights no longer depend on which CPU
-trains them. Under it, the unchanged criteria picked other winners among near-ties for 10 of the 28 recorded
-choices (8 of the 23 in table 04-recorded-choices of notebook 04's run before this rebase, and 2 of the LOGO-only
-choice's 5 epoch counts in its table 04-logo-validation), and the records below follow that run: BMM and LN epochs of the LOGO-only choice, the unseen-GPU BMM, FC (another feature set) and LN
+REBASE (2026-11-24): lib pins MKL_CBWR=COMPATIBLE (lib/__init__), so that the weights should not depend on which
+x86 CPU trains them (untested across CPUs). Under it, the unchanged criteria picked other winners among near-ties
+for 10 of the 28 recorded choices (8 of the 23 in table 04-recorded-choices of notebook 04's run before this
+rebase, and 2 of the LOGO-only choice's 5 epoch counts in its table 04-logo-validation), and the records below
+follow that run: the LOGO-only choice's BMM and LN epochs, the unseen-GPU BMM, FC (another feature set) and LN
 choices, the known-GPU BMM and LN epochs, and three of the batch-256 trial's. Scores next to a record are the
 pinned run's; the narrative of each amendment keeps the numbers its decision was made on (the reference run
 before the pin), and notebook 04 shows every one of them recomputed.
