@@ -62,8 +62,8 @@ def hold_mem_evidence(candidates: dict, choice: dict, classes=("EW", "SOFTMAX", 
     return out.assign(adopt=out["mape_held"] <= out["mape_as_is"])
 
 
-# lib.selection records each criterion's winner as the reference run recomputed it. A CPU with other
-# floating-point results trains other weights and can recompute another winner; notebook 04 then says which
+# lib.selection records each criterion's winner as the committed run recomputed it. A run whose matmuls sum
+# another way (another BLAS fingerprint) trains other weights and can recompute another winner; notebook 04 then says which
 # (table 04-recorded-choices) and goes on with the recorded choice, which its figures and the CLI use.
 def choice_check(protocol_name: str, recorded: dict, recomputed: dict) -> pd.DataFrame:
     """Per op class, the choice lib.selection records beside the one this run recomputed (notebook 04)."""

@@ -28,8 +28,8 @@ def test_choice_check_compares_adoption_flags_too():
 
 def test_committed_run_reproduced_every_recorded_choice():
     # notebook 04 reports recorded choices it does not reproduce instead of stopping; the committed figures must
-    # still come from a run that reproduced them all (else update lib.selection from that run and rerun it)
-    # in MKL's vendor-neutral numerics, which lib pins (lib/__init__)
+    # still come from a run that reproduced them all, in MKL's vendor-neutral numerics that lib pins (lib/__init__);
+    # else update lib.selection from that run and rerun it
     root = paths.ROOT / "figures"
     machine = json.loads((root / "PROVENANCE.json").read_text())["machine"]
     assert machine["mkl_cbwr"] == "COMPATIBLE"
