@@ -105,6 +105,17 @@ def test_bad_config_names_the_key():
         P.input_names("CONV")
 
 
+def test_paper_configs_are_the_papers_predictor():
+    """lib.selection.PAPER_CONFIGS resolve to the paper's MLP: 8 x 512, 100 epochs, its five features, AdamW defaults."""
+    from lib.features import FEATURES
+    for c in OP_CLASSES:
+        cfg, max_rows, features, validation, device_factors, overhead, hold_mem = P.make_config(selection.PAPER_CONFIGS[c])
+        assert (cfg.layers, cfg.width, cfg.epochs, cfg.batch_size, cfg.lr) == (8, 512, 100, 4096, 1e-3)
+        assert cfg.patience >= cfg.epochs and validation == "none"   # no early stopping: all 100 epochs
+        assert features == FEATURES and max_rows is None
+        assert not (device_factors or overhead or hold_mem)        # one model for every GPU, nothing of ours added
+
+
 def test_leave_one_gpu_out_and_no_validation(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cfg = {**TINY, "epochs": 3, "patience": 3}
