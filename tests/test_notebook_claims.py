@@ -353,6 +353,35 @@ def test_04_fixed_time_variant():
                f"{' and '.join(names[c] for c in OP_ORDER if gain_id[c] < 0)} gets worse.")
 
 
+
+def paper_size_mape(model: str, method: str, split: str) -> pd.Series:
+    """MAPE per op class of one row of figures/tables/04-paper-size.csv (model: the paper's size, default, paper)."""
+    t = table("04-paper-size")
+    t = t[(t["model"] == model) & (t["method"] == method) & (t["split"] == split)]
+    return t.set_index("op_class")["mape_pct"].reindex(OP_ORDER)
+
+
+def test_04_paper_size():
+    """04 cell paper-size-read: the paper's 8 x 512 predictor against our default and the paper's numbers (04-paper-size)."""
+    size, default = "the paper's size (ours)", "default"
+    ood = paper_size_mape(size, SPEC, "OOD")
+    below_default = [c for c in OP_ORDER if ood[c] < paper_size_mape(default, SPEC, "OOD")[c]]
+    below_paper = [c for c in OP_ORDER if ood[c] < paper_ood()[c]]
+    says(NB04, f"the paper's size forecasts the GPUs it never trained on worse than our default for "
+               f"{'every class' if not below_default else 'all but ' + and_list(CLASS_WORDS[c] for c in below_default)}")
+    says(NB04, "(OOD, spec-only tiles: " + ", ".join(f"{CLASS_WORDS[c]} {ood[c]:.1f}" for c in OP_ORDER) + ")")
+    says(NB04, f"it falls below the paper's reported numbers only for {and_list(CLASS_WORDS[c] for c in below_paper)}")
+    oracle = paper_size_mape(size, ORACLE, "OOD")
+    says(NB04, f"it reaches BMM {oracle['BMM']:.1f} and FC {oracle['FC']:.1f}, against the paper's "
+               f"{paper_ood()['BMM']:.1f} and {paper_ood()['FC']:.1f}")
+    ind, ind_default = paper_size_mape(size, SPEC, "in-distribution"), paper_size_mape(default, SPEC, "in-distribution")
+    gemm_better = all(ind[c] < ind_default[c] for c in ("BMM", "FC"))
+    vec_worse = all(ind[c] > ind_default[c] for c in ("EW", "SOFTMAX", "LN"))
+    assert gemm_better and vec_worse
+    says(NB04, f"better than our default for the GEMMs (BMM {ind['BMM']:.1f} against {ind_default['BMM']:.1f}, "
+               f"FC {ind['FC']:.1f} against {ind_default['FC']:.1f}) and worse for the three vector classes")
+
+
 # ------------------------------------------------------------------------------------------ notebook 05
 
 def test_05_spec_sheets():
