@@ -58,3 +58,10 @@ def amendment2_rows(t: pd.DataFrame) -> pd.DataFrame:
     """Rows of a selection table (op_class, config) among amendment 2's candidates: without amendment 4's."""
     from lib.selection import AMENDMENT4
     return t[[cfg not in AMENDMENT4.get(c, ()) for c, cfg in zip(t["op_class"], t["config"])]]
+
+
+def paper_size_mape(model: str, method: str, split: str = "OOD") -> pd.Series:
+    """MAPE per op class of one row of figures/tables/04-paper-size.csv (model: the paper's size, default, paper)."""
+    t = table("04-paper-size")
+    t = t[(t["model"] == model) & (t["method"] == method) & (t["split"] == split)]
+    return t.set_index("op_class")["mape_pct"].reindex(["BMM", "FC", "EW", "SOFTMAX", "LN"])

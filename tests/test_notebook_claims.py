@@ -11,8 +11,8 @@ import re
 
 import pandas as pd
 
-from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, markdown_of, mem_per_sm, table,
-                    training_gpus)
+from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, markdown_of, mem_per_sm,
+                    paper_size_mape, table, training_gpus)
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 
@@ -351,14 +351,6 @@ def test_04_fixed_time_variant():
     top = names[gain_id.idxmax()]
     says(NB04, f"In distribution the order differs: {top} {'gain' if top.endswith('ops') else 'gains'} most, and "
                f"{' and '.join(names[c] for c in OP_ORDER if gain_id[c] < 0)} gets worse.")
-
-
-
-def paper_size_mape(model: str, method: str, split: str) -> pd.Series:
-    """MAPE per op class of one row of figures/tables/04-paper-size.csv (model: the paper's size, default, paper)."""
-    t = table("04-paper-size")
-    t = t[(t["model"] == model) & (t["method"] == method) & (t["split"] == split)]
-    return t.set_index("op_class")["mape_pct"].reindex(OP_ORDER)
 
 
 def test_04_paper_size():

@@ -15,8 +15,8 @@ import pytest
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 
-from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, mem_per_sm, table,
-                    training_gpus)
+from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, mem_per_sm,
+                    paper_size_mape, table, training_gpus)
 
 README = (ROOT / "README.md").read_text()
 # the prose only: the generated block (guarded by tests/test_report.py) is cut out
@@ -222,19 +222,14 @@ def test_clipping_and_fixed_time_variant():
     say("the default: " + ", ".join(f"{v:.1f}" for v in ovh["OOD, adopted"]))
 
 
-
 def test_papers_own_predictor():
     """The paper's 8 x 512 predictor against our default and the paper's numbers (04-paper-size)."""
-    t = table("04-paper-size")
-    def mape(model, method, split="OOD"):
-        sel = t[(t["model"] == model) & (t["method"] == method) & (t["split"] == split)]
-        return sel.set_index("op_class")["mape_pct"].reindex(OP_ORDER)
-    size, default = mape("the paper's size (ours)", SPEC), mape("default", SPEC)
+    size, default = paper_size_mape("the paper's size (ours)", SPEC), paper_size_mape("default", SPEC)
     assert (size > default).all()
     say("it forecasts the GPUs never trained on worse than our default for every class")
     say("(OOD, spec-only tiles: " + ", ".join(f"{CLASS_WORDS[c]} {size[c]:.1f}" for c in OP_ORDER) + ")")
-    oracle = mape("the paper's size (ours)", "NeuSight (oracle tiles, target's kernel names)")
-    paper = mape("paper", "paper: NeuSight (oracle tiles, target's kernel names)")
+    oracle = paper_size_mape("the paper's size (ours)", "NeuSight (oracle tiles, target's kernel names)")
+    paper = paper_size_mape("paper", "paper: NeuSight (oracle tiles, target's kernel names)")
     assert (oracle[["BMM", "FC"]] > paper[["BMM", "FC"]]).all()
     say(f"with oracle tiles it reaches batched matmul {oracle['BMM']:.1f} and FC {oracle['FC']:.1f} "
         f"against the paper's {paper['BMM']:.1f} and {paper['FC']:.1f}")
