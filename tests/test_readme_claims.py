@@ -400,3 +400,11 @@ def test_numbers_from_the_dataset(kernels):
     in_model_us = 1e3 * label_small_ew_ms(labels).reindex(TRAIN_GPUS_NVIDIA)
     say(f"smallest element-wise kernels at {span(iso_us.min(), iso_us.max(), '.0f')} us each, measured one at a time, "
         f"against {span(in_model_us.min(), in_model_us.max(), '.0f')} us for nodes of the same size")
+
+
+def test_named_result_files_exist():
+    """Every figure or table the README points a reader to (figures/NAME.png, figures/tables/NAME.csv) is committed."""
+    named = set(re.findall(r"figures/(?:tables/)?[\w.-]+\.(?:png|csv)", README))
+    assert named, "the README names no result file"
+    missing = sorted(n for n in named if not (ROOT / n).is_file())
+    assert not missing, f"README names result files that do not exist: {missing}"
