@@ -1,5 +1,5 @@
 """Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, machine balance, peaks reached,
-shape alignment (notebooks 01-02, 04-05)."""
+shape alignment, OOD errors shape by shape against the training GPUs' (notebooks 01-02, 04-05)."""
 from __future__ import annotations
 
 import numpy as np
@@ -224,3 +224,51 @@ def softmax_bandwidth_by_vector_share(df: pd.DataFrame, min_bytes: float = 2 ** 
     return (pd.DataFrame({"device": big["device"], "vector_share": vec, "bandwidth_share": share})
             .groupby(["device", "vector_share"], observed=True)["bandwidth_share"]
             .agg(median="median", rows="size").reset_index())
+
+
+def _mape_of_log_error(e) -> float:
+    """MAPE (%) of forecasts whose log error log(pred / measured) is e: mean |exp(e) - 1| * 100."""
+    return float(np.mean(np.abs(np.expm1(e))) * 100)
+
+
+SHAPE_KEYS = ["op_class", "op", "B", "M", "N", "K", "H"]   # one kernel shape (vector ops: M, N, K = -1)
+
+
+def shape_log_errors(pred: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per held-out row: its shape (SHAPE_KEYS, missing dims as -1), split, device and log error
+    e = log(pred / measured) of the forecasts in `column` (notebook 04)."""
+    shape = pred[SHAPE_KEYS].astype({k: float for k in SHAPE_KEYS[2:]}).fillna(-1.0)
+    return shape.assign(split=pred["split"], device=pred["device"], e=np.log(pred[column] / pred["latency_ms"]))
+
+
+def shape_error_transfer(pred: pd.DataFrame, column: str = "pred_neusight_general") -> pd.DataFrame:
+    """Per op class, OOD GPU and training GPU: does the forecast's error on a shape on the OOD GPU repeat
+    its error on the same shape on that training GPU? (notebook 04)
+
+    pred: held-out kernels (test_id and test_ood) with one model's forecasts in `column` (the unseen-GPU
+    model on every GPU, so that both GPUs are forecast alike). Only shapes measured on both GPUs count.
+    """
+    # e = log(pred / measured) per row; per shape and GPU its median (one row, mostly);
+    # corr = Pearson(e_ood, e_train) over the shapes both GPUs measured;
+    # without_shape_error: MAPE of pred * exp(-e_train) on the OOD GPU, i.e. of exp(e_ood - e_train);
+    # median_ratio = exp(median e): the typical forecast / measured
+    err = shape_log_errors(pred, column)
+    per_gpu = err.groupby(["split", "device", *SHAPE_KEYS])["e"].median()
+    rows = []
+    for train_gpu, e_train in per_gpu.loc["test_id"].groupby(level="device"):
+        for ood_gpu, e_ood in per_gpu.loc["test_ood"].groupby(level="device"):
+            both = pd.concat({"e_ood": e_ood.droplevel("device"), "e_train": e_train.droplevel("device")},
+                             axis=1, join="inner").dropna()
+            for op_class, g in both.groupby(level="op_class"):
+                rows.append({"op_class": op_class, "device": ood_gpu, "train_gpu": train_gpu, "shapes": len(g),
+                             "corr": float(np.corrcoef(g["e_ood"], g["e_train"])[0, 1]) if len(g) > 2 else np.nan,
+                             "mape_pct": _mape_of_log_error(g["e_ood"]),
+                             "train_gpu_mape_pct": _mape_of_log_error(g["e_train"]),
+                             "without_shape_error_mape_pct": _mape_of_log_error(g["e_ood"] - g["e_train"]),
+                             "median_ratio": float(np.exp(g["e_ood"].median())),
+                             "train_gpu_median_ratio": float(np.exp(g["e_train"].median()))})
+    out = pd.DataFrame(rows, columns=["op_class", "device", "train_gpu", "shapes", "corr", "mape_pct",
+                                      "train_gpu_mape_pct", "without_shape_error_mape_pct", "median_ratio",
+                                      "train_gpu_median_ratio"])
+    out["op_class"] = pd.Categorical(out["op_class"], [c for c in OP_CLASSES if c in set(out["op_class"])], ordered=True)
+    return out.sort_values(["op_class", "device", "train_gpu"]).reset_index(drop=True)

@@ -139,3 +139,33 @@ def test_throughput_ratio_by_device_is_the_median_over_bins():
     assert r.loc["A", "held-out shapes"] == pytest.approx(1.5) and r.loc["B", "held-out shapes"] == pytest.approx(3.0)
     assert r.loc["A", "training shapes, M N K multiples of 4"] == pytest.approx(0.9)
     assert np.isnan(r.loc["B", "training shapes, M N K multiples of 4"]) and "training shapes" not in r.columns
+
+
+def test_shape_error_transfer_by_hand():
+    # three BMM shapes on training GPU T (test_id) and OOD GPU O (test_ood), plus a shape only O measured
+    # and one softmax shape on both (too few shapes for a correlation)
+    rows = []
+    for i, (r_t, r_o) in enumerate([(2.0, 4.0), (1.0, 1.0), (0.5, 0.25)]):   # pred / measured on T and on O
+        rows += [dict(split="test_id", device="T", op_class="BMM", op="bmm", B=1, M=8 * (i + 1), N=8, K=8, H=np.nan,
+                      latency_ms=1.0, pred=r_t),
+                 dict(split="test_ood", device="O", op_class="BMM", op="bmm", B=1, M=8 * (i + 1), N=8, K=8, H=np.nan,
+                      latency_ms=2.0, pred=2.0 * r_o)]
+    rows += [dict(split="test_ood", device="O", op_class="BMM", op="bmm", B=1, M=99, N=8, K=8, H=np.nan,
+                  latency_ms=1.0, pred=9.0),
+             dict(split="test_id", device="T", op_class="SOFTMAX", op="softmax", B=4, M=np.nan, N=np.nan, K=np.nan,
+                  H=64, latency_ms=1.0, pred=1.1),
+             dict(split="test_ood", device="O", op_class="SOFTMAX", op="softmax", B=4, M=np.nan, N=np.nan, K=np.nan,
+                  H=64, latency_ms=1.0, pred=1.1)]
+    out = A.shape_error_transfer(pd.DataFrame(rows), column="pred").set_index("op_class")
+    bmm = out.loc["BMM"]
+    # log errors: T = (log 2, 0, -log 2), O = (2 log 2, 0, -2 log 2): perfectly correlated, O's error twice T's
+    assert (bmm["device"], bmm["train_gpu"], bmm["shapes"]) == ("O", "T", 3)
+    assert bmm["corr"] == pytest.approx(1.0)
+    assert bmm["mape_pct"] == pytest.approx((300 + 0 + 75) / 3)          # |4-1|, |1-1|, |0.25-1| in %
+    assert bmm["train_gpu_mape_pct"] == pytest.approx((100 + 0 + 50) / 3)
+    # O's forecast divided by T's pred/measured on the same shape: 4/2, 1/1, 0.25/0.5 -> APE 100, 0, 50
+    assert bmm["without_shape_error_mape_pct"] == pytest.approx((100 + 0 + 50) / 3)
+    assert (bmm["median_ratio"], bmm["train_gpu_median_ratio"]) == (pytest.approx(1.0), pytest.approx(1.0))
+    soft = out.loc["SOFTMAX"]
+    assert soft["shapes"] == 1 and np.isnan(soft["corr"])
+    assert soft["without_shape_error_mape_pct"] == pytest.approx(0.0)

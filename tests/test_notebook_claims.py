@@ -304,6 +304,32 @@ def test_04_larger_kernels_and_alignment():
                f"{'about like' if alike else 'unlike'} the rest")
 
 
+def test_04_shape_error_transfer():
+    """04 cell transfer-3: each OOD GPU's per-shape errors against each training GPU's (04-shape-error-transfer)."""
+    t = table("04-shape-error-transfer")
+    twin = t[(t["device"] == A100_80) & (t["train_gpu"] == A100_40)].set_index("op_class")
+    says(NB04, f"correlation {twin.loc['BMM', 'corr']:.2f} for BMM, {twin.loc['SOFTMAX', 'corr']:.2f} for softmax, "
+               f"{twin.loc['LN', 'corr']:.2f} for layernorm, {twin.loc['FC', 'corr']:.2f} for FC")
+    says(NB04, f"the model misses these shapes by {twin.loc['BMM', 'train_gpu_mape_pct']:.1f}% (BMM) and "
+               f"{twin.loc['SOFTMAX', 'train_gpu_mape_pct']:.1f}% (softmax)")
+    bmm, soft, fc = (twin.loc[c] for c in ("BMM", "SOFTMAX", "FC"))
+    fall = lambda r: r["without_shape_error_mape_pct"] < r["mape_pct"]   # noqa: E731
+    assert fall(bmm) and fall(soft), "the prose says BMM and softmax fall"
+    says(NB04, f"BMM MAPE would fall from {bmm['mape_pct']:.1f}% to {bmm['without_shape_error_mape_pct']:.1f}% and "
+               f"softmax from {soft['mape_pct']:.1f}% to {soft['without_shape_error_mape_pct']:.1f}%")
+    says(NB04, f"FC would get {'better' if fall(fc) else 'worse'} ({fc['mape_pct']:.1f}% to "
+               f"{fc['without_shape_error_mape_pct']:.1f}%)")
+    says(NB04, f"The typical FC forecast is {fc['median_ratio']:.2f} times the measurement on the A100-80GB and "
+               f"{fc['train_gpu_median_ratio']:.2f} times on the A100-40GB")
+    assert fc["median_ratio"] > 1 > fc["train_gpu_median_ratio"], "the prose says A100-80GB FC runs faster than forecast"
+    h100 = t[(t["device"] == H100) & (t["shapes"] >= 50)].groupby("op_class")["corr"].max()
+    says(NB04, f"Its BMM errors correlate with no training GPU's by more than {h100['BMM']:.2f}, and its FC errors by no "
+               f"more than {h100['FC']:.2f} (pairs with at least 50 shapes in common)")
+    h_all = t[t["device"] == H100]
+    worse = (h_all["without_shape_error_mape_pct"] > h_all["mape_pct"]).all()
+    says(NB04, f"Dividing out {'any' if worse else 'some'} training GPU's error per shape makes its forecasts worse")
+
+
 def test_04_error_concentration_reading():
     """04 cell errconc-read: MAPE by GPU, waves and size quintile (04-error-concentration), P4's train/test throughput (e2e_train_vs_test_throughput)."""
     t = table("04-error-concentration")
