@@ -205,6 +205,19 @@ def test_shape_alignment_and_throughput():
     say(f"(BMM {in_dist['BMM']:.1f}% vs {known['BMM']:.1f}%, softmax {in_dist['SOFTMAX']:.1f}% vs {known['SOFTMAX']:.1f}%)")
 
 
+def test_shape_error_transfer():
+    """Whose error it is: 04-shape-error-transfer (A100-80GB against A100-PCIE-40GB; H100 against every training GPU)."""
+    t = table("04-shape-error-transfer")
+    twin = t[(t["device"] == "NVIDIA A100 80GB PCIe") & (t["train_gpu"] == "NVIDIA A100-PCIE-40GB")].set_index("op_class")
+    bmm, soft = twin.loc["BMM"], twin.loc["SOFTMAX"]
+    say(f"(correlation {bmm['corr']:.2f} for BMM, {soft['corr']:.2f} for softmax)")
+    say(f"A100-80GB's forecasts would miss by {bmm['without_shape_error_mape_pct']:.1f}% (BMM) and "
+        f"{soft['without_shape_error_mape_pct']:.1f}% (softmax) instead of {bmm['mape_pct']:.1f}% and {soft['mape_pct']:.1f}%")
+    h100 = t[(t["device"] == "NVIDIA H100 80GB HBM3") & (t["op_class"] == "BMM") & (t["shapes"] >= 50)]
+    say(f"H100's BMM errors follow no training GPU's (correlation at most {h100['corr'].max():.2f} with each of the "
+        f"{WORDS[len(h100)]} that ran at least 50 of the same shapes)")
+
+
 def test_clipping_and_fixed_time_variant():
     """Clipping on the largest training kernels (04-size-extrapolation); the t0 variant per op (04-overhead-variant)."""
     mape = table("04-size-extrapolation").pivot_table(index="op_class", columns="inputs", values="mape_pct")
