@@ -211,7 +211,7 @@ def test_shape_error_transfer():
     twin = t[(t["device"] == "NVIDIA A100 80GB PCIe") & (t["train_gpu"] == "NVIDIA A100-PCIE-40GB")].set_index("op_class")
     bmm, soft = twin.loc["BMM"], twin.loc["SOFTMAX"]
     say(f"(correlation {bmm['corr']:.2f} for BMM, {soft['corr']:.2f} for softmax)")
-    say(f"A100-80GB's forecasts would miss by {bmm['without_shape_error_mape_pct']:.1f}% (BMM) and "
+    say(f"A100-80GB's forecasts of the shapes both ran would miss by {bmm['without_shape_error_mape_pct']:.1f}% (BMM) and "
         f"{soft['without_shape_error_mape_pct']:.1f}% (softmax) instead of {bmm['mape_pct']:.1f}% and {soft['mape_pct']:.1f}%")
     h100 = t[(t["device"] == "NVIDIA H100 80GB HBM3") & (t["op_class"] == "BMM") & (t["shapes"] >= 50)]
     say(f"H100's BMM errors follow no training GPU's (correlation at most {h100['corr'].max():.2f} with each of the "
