@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from .data import OP_CLASSES
+from .metrics import mape
 
 
 def coverage_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -226,11 +227,6 @@ def softmax_bandwidth_by_vector_share(df: pd.DataFrame, min_bytes: float = 2 ** 
             .agg(median="median", rows="size").reset_index())
 
 
-def _mape_of_log_error(e) -> float:
-    """MAPE (%) of forecasts whose log error log(pred / measured) is e: mean |exp(e) - 1| * 100."""
-    return float(np.mean(np.abs(np.expm1(e))) * 100)
-
-
 SHAPE_KEYS = ["op_class", "op", "B", "M", "N", "K", "H"]   # one kernel shape (vector ops: M, N, K = -1)
 
 
@@ -250,6 +246,7 @@ def shape_error_transfer(pred: pd.DataFrame, column: str = "pred_neusight_genera
     """
     # e = log(pred / measured) per row; per shape and GPU its median (one row, mostly);
     # corr = Pearson(e_ood, e_train) over the shapes both GPUs measured;
+    # MAPE of forecasts with log error e = mape(exp(e), 1);
     # without_shape_error: MAPE of pred * exp(-e_train) on the OOD GPU, i.e. of exp(e_ood - e_train);
     # median_ratio = exp(median e): the typical forecast / measured
     err = shape_log_errors(pred, column)
@@ -262,9 +259,9 @@ def shape_error_transfer(pred: pd.DataFrame, column: str = "pred_neusight_genera
             for op_class, g in both.groupby(level="op_class"):
                 rows.append({"op_class": op_class, "device": ood_gpu, "train_gpu": train_gpu, "shapes": len(g),
                              "corr": float(np.corrcoef(g["e_ood"], g["e_train"])[0, 1]) if len(g) > 2 else np.nan,
-                             "mape_pct": _mape_of_log_error(g["e_ood"]),
-                             "train_gpu_mape_pct": _mape_of_log_error(g["e_train"]),
-                             "without_shape_error_mape_pct": _mape_of_log_error(g["e_ood"] - g["e_train"]),
+                             "mape_pct": mape(np.exp(g["e_ood"]), 1.0),
+                             "train_gpu_mape_pct": mape(np.exp(g["e_train"]), 1.0),
+                             "without_shape_error_mape_pct": mape(np.exp(g["e_ood"] - g["e_train"]), 1.0),
                              "median_ratio": float(np.exp(g["e_ood"].median())),
                              "train_gpu_median_ratio": float(np.exp(g["e_train"].median()))})
     out = pd.DataFrame(rows, columns=["op_class", "device", "train_gpu", "shapes", "corr", "mape_pct",
