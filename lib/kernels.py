@@ -7,7 +7,8 @@ KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linea
 the others; `bytes` for op 'mem'); other columns are carried through. PRED.csv = input + pred_ms.
 --config: {op class: training config} for the NeuSight MLPs, used on every GPU (default:
 lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the five training
-GPUs; the trained weights are cached under build/predictors/). The result goes to the file;
+GPUs; the trained weights are cached under build/predictors/; for a GPU never trained on, the classes with
+`envelope` on are capped by the forecasts of the training GPUs it dominates, lib.envelope). The result goes to the file;
 progress to stderr; bad input exits non-zero with one line. A GPU whose machine balance lies outside the
 training GPUs' gets a one-line warning on stderr (lib.analysis.extrapolation_note).
 Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-bound:
@@ -28,6 +29,7 @@ from . import paths
 from .analysis import extrapolation_note
 from .data import OP_CLASS
 from .devices import Device, DeviceError, device_by_name, load_device
+from .envelope import cap
 from .features import add_features
 from .roofline import add_roofline
 from .ops import GEMM_DIMS, GEMM_OPS, VEC_DIMS
@@ -144,8 +146,10 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
         from .baselines import li_predict
         out[~mem] = li_predict(rest, device.name, device.vendor)
     else:
-        out[~mem] = _dedup(rest, ["kernel_name"] if tiles == "oracle" else [],
-                           lambda u: _neusight(u, tiles, cfg_by_class))
+        extra = ["kernel_name"] if tiles == "oracle" else []
+        neusight = lambda t: _dedup(t, extra, lambda u: _neusight(u, tiles, cfg_by_class))
+        # amendment 6: no kernel slower than on a training GPU whose spec this one dominates (lib.envelope)
+        out[~mem] = cap(rest, neusight(rest), device, cfg_by_class, lambda t, g: neusight(_with_spec(t, g)))
     return out
 
 

@@ -119,7 +119,8 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     a dict of its fields plus the optional `max_rows` (seeded subsample), `features` (subset of
     lib.features.FEATURES), `device_factors` (bool: learn one efficiency per training GPU),
     `overhead` (lib.overhead: None, or 'isolated' / 'hidden' to learn a fixed time per kernel),
-    `hold_mem` (bool, amendment 5: predictions hold f_mem's memory term to the learned GPUs' range) and
+    `hold_mem` (bool, amendment 5: predictions hold f_mem's memory term to the learned GPUs' range),
+    `envelope` (bool, amendment 6: lib.kernels caps the forecast by lib.envelope; not read by the model) and
     `validation`: 'shapes' (early stopping on held-out shapes of the training GPUs),
     'none' (train on every row for `epochs`, keep the last weights), 'largest' (as 'none', without
     each GPU's largest rows: `largest_rows`, which score size extrapolation) or a training GPU's name
@@ -139,6 +140,9 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     hold_mem = cfg.pop("hold_mem", False)
     if not isinstance(hold_mem, bool):
         raise PredictorError(f"hold_mem must be true or false, got {hold_mem!r}")
+    envelope = cfg.pop("envelope", False)
+    if not isinstance(envelope, bool):
+        raise PredictorError(f"envelope must be true or false, got {envelope!r}")
     if overhead not in (None, *OVERHEADS):
         raise PredictorError(f"overhead must be null or one of {OVERHEADS}, got {overhead!r}")
     if not isinstance(device_factors, bool):
@@ -153,7 +157,7 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise PredictorError(f"unknown predictor config key(s) {unknown}; known: {sorted(known)}, "
-                             f"max_rows, features, validation, ensemble, device_factors, overhead, hold_mem")
+                             f"max_rows, features, validation, ensemble, device_factors, overhead, hold_mem, envelope")
     _check_numbers({**cfg, "max_rows": max_rows})
     return (TrainConfig(**cfg), (int(max_rows) if max_rows is not None else None), features, validation,
             device_factors, overhead, hold_mem)

@@ -1,5 +1,5 @@
 """The selection protocol's evidence, training GPUs only: LOGO folds, selection curves and scores, tile rules,
-size extrapolation and amendment 5's check (notebook 04; the choices they led to are in lib.selection).
+size extrapolation and the checks of amendments 5 and 6 (notebook 04; the choices they led to are in lib.selection).
 
 Every function here trains or loads predictors of the five training GPUs and scores them on those GPUs'
 own rows; none reads an OOD GPU.
@@ -75,6 +75,47 @@ def choice_check(protocol_name: str, recorded: dict, recomputed: dict) -> pd.Dat
 def winner_choices(winners: pd.DataFrame) -> dict:
     """{op_class: (config, epochs)} of a table of winners indexed by op class, with plain Python values."""
     return {c: (str(w["config"]), int(w["epochs"])) for c, w in winners.iterrows()}
+
+
+def envelope_evidence(unseen: dict, known: dict, classes, holdouts=None) -> pd.DataFrame:
+    """Amendment 6's evidence (lib.selection, lib.envelope): per class x LOGO fold, the held-out GPU's MAPE (%) on
+    its training rows (spec-only tiles) forecast by the fold's unseen-GPU model (`unseen[class]`), without and with
+    the cap by the fold's known-GPU model (`known[class]`) on the training GPUs it dominates. Never reads OOD GPUs."""
+    from .devices import TRAIN_GPUS_NVIDIA, device_by_name
+    from .envelope import dominates
+    from .kernels import _with_spec
+    from .ops import GEMM_OPS
+    from .predictors import train_predictor
+    from .tile_choice import autotune_tiles
+
+    def forecast(raw, p):   # spec-only tiles for GEMMs, as a default forecast
+        if raw["op"].isin(GEMM_OPS).all():
+            return autotune_tiles(raw, p.predict)[2]
+        return p.predict(add_features(raw.assign(tile_m=np.nan, tile_n=np.nan), tiles="given"))
+
+    rows = []
+    for c in classes:
+        train = load_kernels(ops=c, splits="train")
+        for gpu in holdouts or TRAIN_GPUS_NVIDIA:
+            refs = [g for g in TRAIN_GPUS_NVIDIA if dominates(device_by_name(gpu), device_by_name(g))]
+            held = train[(train["device"] == gpu).to_numpy()].reset_index(drop=True)
+            y = held["latency_ms"].to_numpy()
+            base = forecast(held, train_predictor(c, {**unseen[c], "validation": gpu}))
+            capped = base
+            if refs:
+                p_known = train_predictor(c, {**known[c], "validation": gpu})
+                for g in refs:
+                    capped = np.fmin(capped, forecast(_with_spec(held, device_by_name(g)), p_known))
+            rows.append({"op_class": c, "held_out": gpu, "dominated": ", ".join(refs), "rows": len(held),
+                         "mape_as_is": mape(base, y), "mape_capped": mape(capped, y),
+                         "capped_pct": 100 * float(np.mean(capped < base))})
+    return pd.DataFrame(rows)
+
+
+def envelope_adoption(evidence: pd.DataFrame) -> pd.DataFrame:
+    """Amendment 6's rule per class: mean over the folds of an envelope_evidence table; adopt iff capped is lower."""
+    out = evidence.groupby("op_class", sort=False)[["mape_as_is", "mape_capped"]].mean()
+    return out.assign(adopt=out["mape_capped"] < out["mape_as_is"]).reset_index()
 
 
 def _raw(feat: pd.DataFrame, raw_cols) -> pd.DataFrame:

@@ -1,0 +1,56 @@
+"""Spec envelope (protocol amendment 6, notebook 04): a GPU that is at least as capable as a training GPU on
+every number of its spec sheet forecasts no kernel slower than that training GPU's own forecast.
+
+For a GPU the predictors never trained on, with config key `envelope` on for the kernel's class:
+    forecast_ms = min(forecast_ms on the GPU, min over dominated training GPUs g of forecast_ms on g)
+where g is dominated when num_sm, peak_gflops, peak_vec_gflops, mem_bw_gbps and l2_mb are each at least g's
+(memory capacity decides no kernel's time, so it is not compared). The forecast on g reads g's spec only,
+so it is made by the model for the training GPUs (lib.selection.KNOWN_CONFIGS), as for g itself.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from .devices import TRAIN_GPUS_NVIDIA, Device, device_by_name
+
+# The spec numbers a GPU must match or exceed to dominate another (capacity: see the module docstring).
+DOMINANCE_FIELDS = ("num_sm", "peak_gflops", "peak_vec_gflops", "mem_bw_gbps", "l2_mb")
+
+
+def dominates(a: Device, b: Device) -> bool:
+    """True when a is another GPU of b's vendor with every DOMINANCE_FIELDS number at least b's."""
+    return a.name != b.name and a.vendor == b.vendor and all(getattr(a, f) >= getattr(b, f) for f in DOMINANCE_FIELDS)
+
+
+def dominated_training_gpus(device: Device) -> list[Device]:
+    """The training GPUs (those the predictors learned from) that `device` dominates; none for a training GPU."""
+    if device.name in TRAIN_GPUS_NVIDIA:
+        return []
+    return [g for g in map(device_by_name, TRAIN_GPUS_NVIDIA) if dominates(device, g)]
+
+
+def envelope_rows(df: pd.DataFrame, cfg_by_class: dict | None) -> np.ndarray:
+    """Which kernels of a table the envelope applies to: those whose class's unseen-GPU config has `envelope` on."""
+    from .predictors import op_class_of
+    from .selection import DEFAULT_CONFIGS
+    cls = op_class_of(df["op"])
+    chosen = {c: (cfg_by_class or {}).get(c) or cfg for c, cfg in DEFAULT_CONFIGS.items()}
+    on = [c for c, cfg in chosen.items() if isinstance(cfg, dict) and cfg.get("envelope", False)]
+    return np.isin(cls, on)
+
+
+def cap(df: pd.DataFrame, pred_ms: np.ndarray, device: Device, cfg_by_class: dict | None,
+        forecast: Callable[[pd.DataFrame, Device], np.ndarray]) -> np.ndarray:
+    """pred_ms (forecast of df's kernels on device) capped by forecast(df, g) on each dominated training GPU g."""
+    rows = envelope_rows(df, cfg_by_class)
+    refs = dominated_training_gpus(device)
+    out = np.asarray(pred_ms, dtype=float).copy()
+    if not rows.any() or not refs:
+        return out
+    sub = df[rows].reset_index(drop=True)
+    for g in refs:
+        out[rows] = np.fmin(out[rows], forecast(sub, g))
+    return out

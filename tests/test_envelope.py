@@ -1,0 +1,92 @@
+"""Spec envelope (amendment 6): which GPUs dominate which, and the cap, by hand and on tiny predictors."""
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import envelope as E, paths
+from lib.devices import TRAIN_GPUS_NVIDIA, device_by_name
+from lib.selection import DEFAULT_CONFIGS, ENVELOPE_CLASSES
+
+TINY = {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}
+
+
+def _names(device):
+    return [g.name for g in E.dominated_training_gpus(device)]
+
+
+def test_dominated_training_gpus_from_the_spec_sheets():
+    # A100-80GB: A100-PCIE-40GB's SMs, peak and L2 with more bandwidth, so it dominates it and all it dominates
+    assert _names(device_by_name("NVIDIA A100 80GB PCIe")) == list(TRAIN_GPUS_NVIDIA)
+    assert _names(device_by_name("NVIDIA H100 80GB HBM3")) == list(TRAIN_GPUS_NVIDIA)
+    # L4: 300 GB/s is below T4's 320, so only P4 (192 GB/s, 2 MB L2) is dominated
+    assert _names(device_by_name("NVIDIA L4")) == ["Tesla P4"]
+    # a training GPU is forecast by its own model: no cap
+    assert _names(device_by_name("Tesla V100-PCIE-32GB")) == []
+    assert _names(device_by_name("AMD Instinct MI250")) == []   # another vendor's GPUs are never compared
+
+
+def test_dominates_needs_every_field():
+    v100 = device_by_name("Tesla V100-PCIE-32GB")
+    p100 = device_by_name("Tesla P100-PCIE-16GB")
+    assert E.dominates(v100, p100) and not E.dominates(p100, v100) and not E.dominates(v100, v100)
+    for field in E.DOMINANCE_FIELDS:   # one number below P100's breaks it
+        assert not E.dominates(dataclasses.replace(v100, **{field: getattr(p100, field) * 0.99}), p100), field
+    assert E.dominates(dataclasses.replace(v100, mem_gb=1.0), p100)   # capacity is not compared
+
+
+def test_cap_by_hand():
+    h100 = device_by_name("NVIDIA H100 80GB HBM3")
+    df = pd.DataFrame({"op": ["add", "bmm", "mul"], "B": [1.0] * 3, "H": [8.0] * 3})
+    on = {c: {"envelope": c in ("EW",)} for c in DEFAULT_CONFIGS}
+    # each dominated training GPU forecasts the EW rows (add, mul) at 4 and 2 ms; the H100's own: 3, 9, 5
+    seen = []
+
+    def forecast(sub, g):
+        seen.append((g.name, sub["op"].tolist()))
+        return np.array([4.0, 2.0])
+    out = E.cap(df, np.array([3.0, 9.0, 5.0]), h100, on, forecast)
+    assert out.tolist() == [3.0, 9.0, 2.0]      # min per EW row; the bmm row is left alone
+    assert [s[1] for s in seen] == [["add", "mul"]] * len(TRAIN_GPUS_NVIDIA)
+    off = {c: {"envelope": False} for c in DEFAULT_CONFIGS}   # ({} would mean the defaults, as in predict_featured)
+    assert E.cap(df, np.array([3.0, 9.0, 5.0]), h100, off, forecast).tolist() == [3.0, 9.0, 5.0]
+
+
+def test_adopted_classes_are_on_by_default():
+    assert ENVELOPE_CLASSES == ("FC", "EW")   # the reference run's evidence (lib.selection, amendment 6)
+    assert [c for c, cfg in DEFAULT_CONFIGS.items() if cfg.get("envelope")] == list(ENVELOPE_CLASSES)
+
+
+def test_envelope_adoption_by_hand():
+    from lib.protocol import envelope_adoption
+    ev = pd.DataFrame({"op_class": ["FC", "FC", "EW", "EW", "LN"],
+                       "mape_as_is": [30.0, 10.0, 20.0, 20.0, 5.0], "mape_capped": [31.0, 8.0, 20.0, 20.0, 6.0]})
+    out = envelope_adoption(ev).set_index("op_class")
+    # FC: mean 20 -> 19.5, adopted; EW: a tie is not lower, kept; LN: worse, kept
+    assert out["mape_capped"].to_dict() == {"FC": 19.5, "EW": 20.0, "LN": 6.0}
+    assert out["adopt"].to_dict() == {"FC": True, "EW": False, "LN": False}
+
+
+def test_forecast_never_slower_than_on_a_dominated_training_gpu(tmp_path, monkeypatch):
+    from lib.kernels import predict_kernels
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {"EW": {**TINY, "envelope": True}}
+    shapes = pd.DataFrame({"op": ["add", "relu", "mul"], "B": [64.0, 4096.0, 1.0], "H": [4096.0, 1024.0, 8.0]})
+    h100 = device_by_name("NVIDIA H100 80GB HBM3")
+    capped = predict_kernels(shapes, h100, cfg_by_class=cfg)
+    as_is = predict_kernels(shapes, h100, cfg_by_class={"EW": TINY})
+    refs = np.vstack([predict_kernels(shapes, g, cfg_by_class=cfg) for g in E.dominated_training_gpus(h100)])
+    assert capped == pytest.approx(np.minimum(as_is, refs.min(axis=0)))
+
+
+def test_envelope_evidence_per_fold(tmp_path, monkeypatch):
+    from lib.protocol import envelope_adoption, envelope_evidence
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {"EW": {**TINY}}
+    ev = envelope_evidence(cfg, {"EW": {**TINY, "device_factors": True}}, ["EW"], ["Tesla P4", "Tesla T4"])
+    p4, t4 = ev.set_index("held_out").loc[["Tesla P4", "Tesla T4"]].to_dict("records")
+    assert p4["dominated"] == "" and p4["mape_capped"] == p4["mape_as_is"]   # P4 dominates no training GPU
+    assert t4["dominated"] == "Tesla P4" and t4["rows"] > 0 and 0 <= t4["capped_pct"] <= 100
+    assert t4["capped_pct"] > 0 or t4["mape_capped"] == t4["mape_as_is"]   # no row capped: nothing moves
+    assert envelope_adoption(ev)["op_class"].tolist() == ["EW"]
