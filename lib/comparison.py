@@ -87,15 +87,17 @@ def _ratios(both: pd.DataFrame, pred_target, pred_twin) -> pd.DataFrame:
     meas = (both["latency_ms_target"] / both["latency_ms_twin"]).to_numpy(float)
     pred = np.asarray(pred_target, float) / np.asarray(pred_twin, float)
     return pd.DataFrame({"op_class": both["op_class"].to_numpy(), "meas_ratio": meas, "pred_ratio": pred,
-                         "meas_faster": meas < 1, "pred_faster": pred < 1, "agree": (meas < 1) == (pred < 1)})
+                         "meas_faster": meas < 1, "pred_faster": pred < 1, "pred_equal": pred == 1,
+                         "agree": (meas < 1) == (pred < 1)})
 
 
 def pair_ranking(both: pd.DataFrame, pred_target, pred_twin) -> pd.DataFrame:
-    """Per op class of matched shapes (matched_medians): % measured faster on the target, % forecast faster, % ranked
-    as measured, and the median measured and forecast latency ratios target / twin (notebook 04)."""
+    """Per op class of matched shapes (matched_medians): % measured faster on the target, % forecast faster, % forecast
+    exactly equal, % ranked as measured, and the median measured and forecast latency ratios target / twin (notebook 04)."""
     t = _ratios(both, pred_target, pred_twin)
     out = t.groupby("op_class").agg(shapes=("agree", "size"), measured_faster_pct=("meas_faster", "mean"),
-                                    forecast_faster_pct=("pred_faster", "mean"), ranked_as_measured_pct=("agree", "mean"),
+                                    forecast_faster_pct=("pred_faster", "mean"), forecast_equal_pct=("pred_equal", "mean"),
+                                    ranked_as_measured_pct=("agree", "mean"),
                                     median_measured_ratio=("meas_ratio", "median"),
                                     median_forecast_ratio=("pred_ratio", "median"))
     out[[c for c in out if c.endswith("_pct")]] *= 100

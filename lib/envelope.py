@@ -5,7 +5,8 @@ For a GPU the predictors never trained on, with config key `envelope` on for the
     forecast_ms = min(forecast_ms on the GPU, min over dominated training GPUs g of forecast_ms on g)
 where g is dominated when num_sm, peak_gflops, peak_vec_gflops, mem_bw_gbps and l2_mb are each at least g's
 (memory capacity decides no kernel's time, so it is not compared). The forecast on g reads g's spec only,
-so it is made by the model for the training GPUs (lib.selection.KNOWN_CONFIGS), as for g itself.
+so with the default configs it is made by the model for the training GPUs (lib.selection.KNOWN_CONFIGS), as for
+g itself; with a config given for every GPU (lib.kernels' cfg_by_class), by that config's model.
 """
 from __future__ import annotations
 

@@ -78,6 +78,10 @@ def test_matched_medians_and_pair_ranking_hand_computed():
     assert out.loc["BMM", "ranked_as_measured_pct"] == 50 and out.loc["EW", "ranked_as_measured_pct"] == 100
     assert out.loc["BMM", "median_measured_ratio"] == pytest.approx((0.5 + 1.5) / 2)
     assert out.loc["EW", "median_forecast_ratio"] == 0.5
+    assert (out["forecast_equal_pct"] == 0).all()
+    # equal forecasts (both capped at one value) are not "faster": BMM shape 1 equal, shape 2 twin faster
+    tied = C.pair_ranking(both, [2.0, 3.0, 1.0], [2.0, 2.0, 2.0])
+    assert tied.loc["BMM", "forecast_equal_pct"] == 50 and tied.loc["BMM", "forecast_faster_pct"] == 0
 
 
 def test_ranking_by_pair_hand_computed():

@@ -196,6 +196,30 @@ def test_04_amendment5_memory_hold():
                f"{'misses' if after['SOFTMAX'] > paper['SOFTMAX'] else 'beats'} the paper's number")
 
 
+def test_04_amendment6_envelope():
+    """04 cell a6-read: the LOGO evidence (04-amendment6-evidence), the caps (lib.envelope), before/after (04-amendment6)."""
+    from lib.devices import device_by_name
+    from lib.envelope import dominated_training_gpus
+    from lib.selection import ENVELOPE_CLASSES
+    rule = protocol.envelope_adoption(table("04-amendment6-evidence")).set_index("op_class")
+    gain = rule["mape_as_is"] - rule["mape_capped"]
+    adopted = [c for c in OP_ORDER if rule.loc[c, "adopt"]]
+    assert tuple(adopted) == ENVELOPE_CLASSES
+    says(NB04, f"it lowered the folds' mean MAPE for " + and_list(f"{CLASS_WORDS[c]} (by {gain[c]:.1f} points)" for c in adopted)
+         + f" and raised it for the other {WORDS[len(OP_ORDER) - len(adopted)]} classes, so the rule adopts it for "
+         + and_list(CLASS_WORDS[c] for c in adopted))
+    both = all(len(dominated_training_gpus(device_by_name(n))) == len(training_gpus()) for n in (A100_80, H100))
+    says(NB04, f"the A100-80GB and the H100 each dominate {'all five' if both else 'not all'} training GPUs")
+    a6 = table("04-amendment6").set_index("op_class")
+    before, after = a6["OOD, before (amendment 5)"], a6["OOD, after (amendment 6)"]
+    says(NB04, f"FC's OOD MAPE falls from {before['FC']:.1f} to {after['FC']:.1f}")
+    assert after["FC"] < before["FC"]
+    if after["EW"] == before["EW"]:
+        says(NB04, "Element-wise does not move")
+    moved = [c for c in OP_ORDER if after[c] != before[c]]
+    says(NB04, f"of the two, only {and_list(CLASS_WORDS[c] for c in moved)}'s OOD number moves")
+
+
 def test_04_tile_rule_reading():
     """04 cell tile-crit-read: criterion scores (04-tile-rules-criterion), test_id and OOD MAPE (perop), forecast bias (04-tile-rule-bias)."""
     runs = table("04-tile-rules-criterion")
@@ -252,6 +276,8 @@ def test_04_a100_pair_and_ranking():
     half = "about half" if round(fc["forecast_faster_pct"] / 10) == 5 else f"{fc['forecast_faster_pct']:.0f}% of"
     says(NB04, f"call A100-80GB the faster GPU on only {half} the FC shapes, with a median forecast ratio near "
                f"{round(fc['median_forecast_ratio'], 1):g} where the measured one is about {round(fc['median_measured_ratio'], 1):g}")
+    equal = "about half" if round(fc["forecast_equal_pct"] / 10) == 5 else f"{fc['forecast_equal_pct']:.0f}%"
+    says(NB04, f"on {equal} of the FC shapes the two come out equal")
     pairs = table("04-gpu-pair-ranking")
     far = pairs.loc[pairs["close_shapes"] == 0, "ranked_as_measured_pct"]
     says(NB04, f"rank two GPUs that are far apart as measured on {'(nearly) every' if far.min() >= 99 else 'most'} shape")
@@ -498,3 +524,23 @@ def test_05_short_kernels_and_fixed_time():
     variant_fast = (switch["hidden_t0_ms"] < switch["e2e_ms"]).all()
     says(NB05, f"SwitchTransformer's training labels, within {switch['neusight_ape'].max():.0f}% under "
                f"the default, come out {'too fast' if variant_fast else 'not all too fast'}")
+
+
+def test_05_amendment6_end_to_end():
+    """05 cell a6-e2e-read: the labels of the GPUs never trained on without and with the cap (e2e_amendment6)."""
+    a6 = table("e2e_amendment6")
+    by = a6.groupby(["kind", "device"])
+    ape = by[["ape_before", "ape_after"]].mean()
+    moved = (ape["ape_after"] - ape["ape_before"]).abs()
+    most = moved.idxmax()
+    assert most == ("training", A100_80)
+    paper = table("e2e_training").groupby("device")["paper_neusight"].mean()[A100_80]
+    before, after = ape.loc[most, "ape_before"], ape.loc[most, "ape_after"]
+    says(NB05, f"the cap moves the A100-80GB's training labels most: its mean APE goes from {before:.1f}% to "
+               f"{after:.1f}%, {'above' if after > paper else 'below'} the paper's {paper:.1f}% on the same labels")
+    lab = a6[(a6["kind"] == "training") & (a6["device"] == A100_80)]
+    fast = int((lab["ms_before"] < lab["e2e_ms"]).sum())
+    says(NB05, f"{'Most' if fast > len(lab) / 2 else 'Few'} of its {len(lab)} labels were forecast too fast before the cap")
+    h100 = moved.xs(H100, level="device")
+    if h100.max() < 0.05:
+        says(NB05, "The H100's labels hardly move")

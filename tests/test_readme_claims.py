@@ -133,6 +133,26 @@ def test_per_op_verdict_and_protocol_amendments():
                                                  for c, name in (("EW", "EW"), ("SOFTMAX", "softmax"), ("LN", "LN"))))
 
 
+def test_amendment6_envelope():
+    """Amendment 6: the LOGO rule (04-amendment6-evidence), OOD before/after (04-amendment6), end to end (e2e_amendment6)."""
+    from lib.protocol import envelope_adoption
+    from lib.selection import ENVELOPE_CLASSES
+    rule = envelope_adoption(table("04-amendment6-evidence")).set_index("op_class")
+    assert tuple(rule.index[rule["adopt"]]) == ENVELOPE_CLASSES == ("FC", "EW")
+    say(f"On the reference run that held for FC ({rule.loc['FC', 'mape_as_is']:.1f} -> {rule.loc['FC', 'mape_capped']:.1f}) and "
+        f"element-wise ({rule.loc['EW', 'mape_as_is']:.1f} -> {rule.loc['EW', 'mape_capped']:.1f})")
+    a6 = table("04-amendment6").set_index("op_class")
+    before, after = a6["OOD, before (amendment 5)"], a6["OOD, after (amendment 6)"]
+    say(f"OOD FC MAPE went from {before['FC']:.1f} to {after['FC']:.1f}; element-wise "
+        f"{'did not move' if before['EW'] == after['EW'] else 'moved'}")
+    e2e = table("e2e_amendment6")
+    lab = e2e[(e2e["kind"] == "training") & (e2e["device"] == "NVIDIA A100 80GB PCIe")]
+    worse = lab["ape_after"].mean() > lab["ape_before"].mean()
+    say(f"made A100-80GB's training labels {'worse' if worse else 'better'}, {lab['ape_before'].mean():.1f}% -> "
+        f"{lab['ape_after'].mean():.1f}%")
+    say(f"{'most' if (lab['ms_before'] < lab['e2e_ms']).mean() > 0.5 else 'few'} of them were forecast too fast already")
+
+
 def test_memory_per_sm_ranges():
     """Memory per SM of the training GPUs and of H100, A100-80GB, H200: device-specs (mem_gb / num_sm)."""
     per_sm = mem_per_sm()
@@ -370,6 +390,7 @@ def test_spec_dominance():
     say(f"measured faster on {pair['measured_faster_pct']:.1f}% of the {pair['shapes']:,} FC shapes measured on both")
     say(f"on only {pair['forecast_faster_pct']:.1f}%, median forecast ratio {pair['median_forecast_ratio']:.2f} "
         f"against {pair['median_measured_ratio']:.2f} measured")
+    say(f"on {pair['forecast_equal_pct']:.0f}% of those shapes the two forecasts come out equal")
 
 
 def test_gpu_pair_ranking():
