@@ -146,10 +146,12 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
         from .baselines import li_predict
         out[~mem] = li_predict(rest, device.name, device.vendor)
     else:
+        from .predictors import forecast_floor_ms
         extra = ["kernel_name"] if tiles == "oracle" else []
         neusight = lambda t: _dedup(t, extra, lambda u: _neusight(u, tiles, cfg_by_class))
         # amendment 6: no kernel slower than on a training GPU whose spec this one dominates (lib.envelope)
-        out[~mem] = cap(rest, neusight(rest), device, cfg_by_class, lambda t, g: neusight(_with_spec(t, g)))
+        out[~mem] = cap(rest, neusight(rest), device, cfg_by_class, lambda t, g: neusight(_with_spec(t, g)),
+                        lambda t, g: forecast_floor_ms(add_roofline(_with_spec(t, g)), cfg_by_class))
     return out
 
 

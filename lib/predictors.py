@@ -307,6 +307,27 @@ def get_predictor(op_class: str, cfg=None) -> NeuSightPredictor:
     return _LOADED[key]
 
 
+# Every NeuSight forecast exceeds the roofline time over the device efficiency:
+#   latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization) / e
+#             >= roofline_ms / (utilization * e) > roofline_ms / e,
+# as num_waves * num_sm >= num_tiles, flops_per_tile = flops / num_tiles and 0 < utilization < 1
+# (alpha, beta / alpha: sigmoids; num_waves >= 1); a fixed time per kernel (lib.overhead) only adds.
+def forecast_floor_ms(feat: pd.DataFrame, cfg_by_class: dict | None = None) -> np.ndarray:
+    """Per row of a table with roofline_ms and device: roofline_ms / e, below any predict_featured forecast (lib.envelope)."""
+    cfg_by_class = cfg_by_class or {}
+    out = np.full(len(feat), np.nan)
+    cls = op_class_of(feat["op"])
+    idx = device_index(feat["device"])
+    for op_class in np.unique(cls):
+        for i in np.unique(idx[cls == op_class]):
+            rows = (cls == op_class) & (idx == i)
+            p = get_predictor(op_class, cfg_by_class.get(op_class) or (KNOWN_CONFIGS if i >= 0 else DEFAULT_CONFIGS)[op_class])
+            with torch.inference_mode():
+                e = max(float(torch.as_tensor(device_efficiency(m.model, torch.tensor([i])))) for m in (p, *p.members))
+            out[rows] = feat["roofline_ms"].to_numpy(float)[rows] / e
+    return out
+
+
 def train_all(cfg_by_class: dict | None = None, force: bool = False) -> dict:
     """Train (or load) every class's predictors; {op_class: training seconds (as recorded)}.
 

@@ -58,6 +58,36 @@ def test_adopted_classes_are_on_by_default():
     assert [c for c, cfg in DEFAULT_CONFIGS.items() if cfg.get("envelope")] == list(ENVELOPE_CLASSES)
 
 
+def test_cap_skips_rows_below_the_floor():
+    h100 = device_by_name("NVIDIA H100 80GB HBM3")
+    df = pd.DataFrame({"op": ["add", "mul", "relu"], "B": [1.0] * 3, "H": [8.0] * 3})
+    on = {c: {"envelope": c == "EW"} for c in DEFAULT_CONFIGS}
+    asked = []
+
+    def forecast(sub, g):   # every training GPU forecasts 2 ms
+        asked.append(len(sub))
+        return np.full(len(sub), 2.0)
+    # floor 1.5 ms on every GPU: rows forecast at 1 ms here cannot be capped, so only the 3 ms row is asked for
+    out = E.cap(df, np.array([1.0, 3.0, 1.0]), h100, on, forecast, lambda sub, g: np.full(len(sub), 1.5))
+    assert out.tolist() == [1.0, 2.0, 1.0] and asked == [1] * len(TRAIN_GPUS_NVIDIA)
+    assert E.cap(df, np.array([1.0, 3.0, 1.0]), h100, on, forecast).tolist() == out.tolist()   # same without a floor
+
+
+def test_forecast_floor_lies_below_every_forecast(tmp_path, monkeypatch):
+    from lib.kernels import _with_spec, predict_kernels
+    from lib.predictors import forecast_floor_ms
+    from lib.roofline import add_roofline
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {"EW": TINY, "FC": {**TINY, "device_factors": True}}
+    shapes = pd.DataFrame({"op": ["add", "relu", "linear", "linear"], "B": [64.0, 4096.0, 1.0, 8.0],
+                           "H": [4096.0, 1024.0, np.nan, np.nan], "M": [np.nan, np.nan, 512.0, 3.0],
+                           "N": [np.nan, np.nan, 1024.0, 77.0], "K": [np.nan, np.nan, 4096.0, 5.0]})
+    for name in ("Tesla T4", "NVIDIA H100 80GB HBM3"):
+        g = device_by_name(name)
+        floor = forecast_floor_ms(add_roofline(_with_spec(shapes, g)), cfg)
+        assert (floor > 0).all() and (predict_kernels(shapes, g, cfg_by_class=cfg) > floor).all()
+
+
 def test_envelope_adoption_by_hand():
     from lib.protocol import envelope_adoption
     ev = pd.DataFrame({"op_class": ["FC", "FC", "EW", "EW", "LN"],
