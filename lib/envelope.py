@@ -52,8 +52,9 @@ def cap(df: pd.DataFrame, pred_ms: np.ndarray, device: Device, cfg_by_class: dic
         floor: Callable[[pd.DataFrame, Device], np.ndarray] | None = None) -> np.ndarray:
     """pred_ms (forecast of df's kernels on device) capped by forecast(df, g) on each dominated training GPU g.
 
-    floor(df, g), if given, is a strict lower bound of forecast(df, g) per row: a row whose pred_ms lies below it
-    cannot be capped by g, so g's forecast is not computed for it (the result is the same, only faster)."""
+    floor(df, g), if given, is a lower bound of forecast(df, g) per row (lib.predictors.forecast_floor_ms): a row
+    whose pred_ms lies below it (by more than FLOOR_SLACK) cannot be capped by g, so g's forecast is not computed
+    for it. The result is the same up to float32 last bits, which can depend on how many rows are forecast at once."""
     rows = np.flatnonzero(envelope_rows(df, cfg_by_class))
     refs = dominated_training_gpus(device)
     out = np.asarray(pred_ms, dtype=float).copy()
