@@ -269,3 +269,29 @@ def shape_error_transfer(pred: pd.DataFrame, column: str = "pred_neusight_genera
                                       "train_gpu_median_ratio"])
     out["op_class"] = pd.Categorical(out["op_class"], [c for c in OP_CLASSES if c in set(out["op_class"])], ordered=True)
     return out.sort_values(["op_class", "device", "train_gpu"]).reset_index(drop=True)
+
+
+# Row-length bins of the vector kernels (elements per row, H): PyTorch runs its warp softmax up to 1,024, and the
+# training rows stop near 4,096 (lib.data: softmax 4,094, layernorm 4,100); the held-out rows go to 16,384.
+ROW_EDGES = (0, 1024, 4096, 8192, 16384)
+
+
+def error_by_row_length(pred: pd.DataFrame, column: str, longest_train_row: dict, edges=ROW_EDGES) -> pd.DataFrame:
+    """Per (op class, split, device, row-length bin) of held-out vector kernels: error and bias of one forecast (notebook 04).
+
+    pred: held-out kernels with `column` and lib.roofline's `bytes`; longest_train_row: {op class: the largest H among
+    its training rows}. Columns: kernels, median_ratio (median forecast / measured), mape_pct, bandwidth_share (median,
+    lib.analysis.bandwidth_share: bytes read and written once) and beyond_training (every row of the bin is longer
+    than any training row of its class).
+    """
+    d = pred[pred["op_class"].isin(list(longest_train_row))]
+    ratio = d[column] / d["latency_ms"]
+    frame = pd.DataFrame({"op_class": d["op_class"], "split": d["split"], "device": d["device"],
+                          "row_from": pd.cut(d["H"], list(edges), labels=list(edges[:-1])).astype(float),
+                          "ratio": ratio, "ape": (ratio - 1).abs() * 100, "share": bandwidth_share(d),
+                          "beyond": d["H"] > d["op_class"].map(longest_train_row)})
+    out = (frame.groupby(["op_class", "split", "device", "row_from"])
+           .agg(kernels=("ratio", "size"), median_ratio=("ratio", "median"), mape_pct=("ape", "mean"),
+                bandwidth_share=("share", "median"), beyond_training=("beyond", "all")).reset_index())
+    out.insert(4, "row_to", out["row_from"].map(dict(zip(edges[:-1], edges[1:]))))
+    return out

@@ -65,3 +65,33 @@ def paper_size_mape(model: str, method: str, split: str = "OOD") -> pd.Series:
     t = table("04-paper-size")
     t = t[(t["model"] == model) & (t["method"] == method) & (t["split"] == split)]
     return t.set_index("op_class")["mape_pct"].reindex(["BMM", "FC", "EW", "SOFTMAX", "LN"])
+
+
+def row_length_ranges() -> dict:
+    """The ranges the row-length reading quotes (figures/tables/04-row-length.csv), as 'lo-hi' strings or one number.
+
+    longest: the longest row bin; mid: rows of 1,024-4,096; small_l2: GPUs with under 10 MB of L2 (device-specs).
+    """
+    def span(values, fmt=".2f"):
+        a, b = format(min(values), fmt), format(max(values), fmt)
+        return a if a == b else f"{a}-{b}"
+
+    t = table("04-row-length")
+    l2 = table("device-specs").set_index("device")["l2_mb"]
+    t = t.assign(small_l2=t["device"].map(l2) < 10)
+    longest, mid = t[t["row_from"] == t["row_from"].max()], t[t["row_from"] == 1024]
+    soft, ln = (longest[longest["op_class"] == c] for c in ("SOFTMAX", "LN"))
+    soft_mid, ln_mid = (mid[mid["op_class"] == c] for c in ("SOFTMAX", "LN"))
+    lo, hi = soft.loc[soft["median_ratio"].idxmin()], soft.loc[soft["median_ratio"].idxmax()]
+    return {"longest_from": longest["row_from"].iloc[0], "all_too_fast": bool((soft["median_ratio"] < 1).all()),
+            "soft_lo": (f"{lo['median_ratio']:.2f}", lo["device"]), "soft_hi": (f"{hi['median_ratio']:.2f}", hi["device"]),
+            "a100_mid": span(soft_mid[~soft_mid["small_l2"]]["median_ratio"]),
+            "a100_mid_too_slow": bool((soft_mid[~soft_mid["small_l2"]]["median_ratio"] > 1).all()),
+            "small_l2_gpus": int(soft["small_l2"].sum()),
+            "share_small": span(soft[soft["small_l2"]]["bandwidth_share"]),
+            "share_small_mid": span(soft_mid[soft_mid["small_l2"]]["bandwidth_share"]),
+            "share_a100": span(soft[~soft["small_l2"]]["bandwidth_share"]),
+            "share_a100_mid": span(soft_mid[~soft_mid["small_l2"]]["bandwidth_share"]),
+            "l2_small": span(l2[soft[soft["small_l2"]]["device"]], ".0f"), "l2_a100": span(l2[soft[~soft["small_l2"]]["device"]], ".0f"),
+            "ln": span(ln["median_ratio"]), "ln_small": span(ln[ln["small_l2"]]["bandwidth_share"]),
+            "ln_small_mid": span(ln_mid[ln_mid["small_l2"]]["bandwidth_share"])}

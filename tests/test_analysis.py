@@ -169,3 +169,18 @@ def test_shape_error_transfer_by_hand():
     soft = out.loc["SOFTMAX"]
     assert soft["shapes"] == 1 and np.isnan(soft["corr"])
     assert soft["without_shape_error_mape_pct"] == pytest.approx(0.0)
+
+
+def test_error_by_row_length_by_hand():
+    # SOFTMAX on one GPU: two rows of 512 (forecast 2x and 1x measured), one of 10,000 (0.5x); training rows <= 4,094
+    pred = pd.DataFrame({"op_class": ["SOFTMAX"] * 3 + ["EW"], "split": "test_id", "device": "g",
+                         "H": [512, 512, 10_000, 512], "latency_ms": [1.0, 2.0, 4.0, 1.0], "p": [2.0, 2.0, 2.0, 1.0],
+                         "bytes": [1e6, 2e6, 4e6, 1e6], "mem_bw_gbps": 1.0})
+    out = A.error_by_row_length(pred, "p", {"SOFTMAX": 4094}).set_index("row_from")
+    assert list(out.index) == [0, 8192] and list(out["row_to"]) == [1024, 16384]   # EW is not asked for
+    assert list(out["kernels"]) == [2, 1]
+    assert out.loc[0, "median_ratio"] == pytest.approx(1.5) and out.loc[8192, "median_ratio"] == pytest.approx(0.5)
+    assert out.loc[0, "mape_pct"] == pytest.approx(50.0) and out.loc[8192, "mape_pct"] == pytest.approx(50.0)
+    # share = bytes / (latency_ms * 1e6) / mem_bw_gbps: 1.0 for every row here
+    assert list(out["bandwidth_share"]) == pytest.approx([1.0, 1.0])
+    assert list(out["beyond_training"]) == [False, True]

@@ -12,7 +12,7 @@ import re
 import pandas as pd
 
 from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, markdown_of, mem_per_sm,
-                    paper_size_mape, table, training_gpus)
+                    paper_size_mape, row_length_ranges, table, training_gpus)
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 
@@ -328,6 +328,22 @@ def test_04_larger_kernels_and_alignment():
     alike = x4.between(*BAND).all()
     says(NB04, f"The few training shapes whose dimensions are all multiples of 4 run "
                f"{'about like' if alike else 'unlike'} the rest")
+
+
+def test_04_row_length_reading():
+    """04 cell rows-3: softmax and layernorm error by row length (04-row-length)."""
+    r = row_length_ranges()
+    assert r["all_too_fast"] and r["a100_mid_too_slow"]
+    says(NB04, f"softmax rows longer than {r['longest_from']:,.0f} elements, twice the longest training row, are forecast too\n"
+               "fast on every GPU")
+    says(NB04, f"at a median {r['soft_lo'][0]} ({SHORT[r['soft_lo'][1]].replace('P4', 'Tesla P4')}) to "
+               f"{r['soft_hi'][0]} ({SHORT[r['soft_hi'][1]]}) of their measured time")
+    says(NB04, f"rows of 1,024-4,096 elements are forecast too slow ({r['a100_mid']} on both)")
+    says(NB04, f"{r['share_small']} on the {WORDS[r['small_l2_gpus']]} GPUs with {r['l2_small']} MB of L2, against "
+               f"{r['share_small_mid']} for rows of 1,024-4,096, and {r['share_a100']} on the A100s ({r['l2_a100']} MB of L2), "
+               f"against {r['share_a100_mid']}")
+    says(NB04, f"(median forecast / measured {r['ln']} on the longest rows), and on the {WORDS[r['small_l2_gpus']]} GPUs with "
+               f"small L2 caches no such drop ({r['ln_small']}, against {r['ln_small_mid']} for rows of 1,024-4,096)")
 
 
 def test_04_shape_error_transfer():

@@ -16,7 +16,7 @@ from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 
 from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, mem_per_sm,
-                    paper_size_mape, table, training_gpus)
+                    paper_size_mape, row_length_ranges, table, training_gpus)
 
 README = (ROOT / "README.md").read_text()
 # the prose only: the generated block (guarded by tests/test_report.py) is cut out
@@ -105,6 +105,11 @@ def test_per_op_verdict_and_protocol_amendments():
         f"**not** on {and_list(CLASS_WORDS[c] for c in ood.index[~beaten])}.")
     soft = ood.loc["SOFTMAX"]
     say(f"*Softmax's miss* ({soft['mape_pct']:.1f} against the paper's {soft['paper_pct']:.1f};")
+    rows = row_length_ranges()
+    assert rows["all_too_fast"] and rows["a100_mid_too_slow"]
+    say(f"rows longer than {rows['longest_from']:,.0f} elements, twice the longest training row, are forecast too fast on "
+        f"every GPU (median forecast / measured {rows['soft_lo'][0]}-{rows['soft_hi'][0]}), while the A100s' rows of "
+        f"1,024-4,096 are forecast too slow ({rows['a100_mid']})")
 
     # amendment 4: rows 'amendment 2 (...)', 'adopted (...)', 'control (...)'
     a4 = table("04-amendment4-softmax")
