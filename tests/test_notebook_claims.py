@@ -336,7 +336,7 @@ def test_04_row_length_reading():
     assert r["all_too_fast"] and r["a100_mid_too_slow"]
     says(NB04, f"softmax rows longer than {r['longest_from']:,.0f} elements, twice the longest training row, are forecast too\n"
                "fast on every GPU")
-    says(NB04, f"at a median {r['soft_lo'][0]} ({SHORT[r['soft_lo'][1]].replace('P4', 'Tesla P4')}) to "
+    says(NB04, f"at a median {r['soft_lo'][0]} ({SHORT[r['soft_lo'][1]]}) to "
                f"{r['soft_hi'][0]} ({SHORT[r['soft_hi'][1]]}) of their measured time")
     says(NB04, f"rows of 1,024-4,096 elements are forecast too slow ({r['a100_mid']} on both)")
     says(NB04, f"{r['share_small']} on the {WORDS[r['small_l2_gpus']]} GPUs with {r['l2_small']} MB of L2, against "

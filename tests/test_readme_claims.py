@@ -110,6 +110,7 @@ def test_per_op_verdict_and_protocol_amendments():
     say(f"rows longer than {rows['longest_from']:,.0f} elements, twice the longest training row, are forecast too fast on "
         f"every GPU (median forecast / measured {rows['soft_lo'][0]}-{rows['soft_hi'][0]}), while the A100s' rows of "
         f"1,024-4,096 are forecast too slow ({rows['a100_mid']})")
+    say(f"least of all on the GPUs with small L2 caches ({rows['share_small']}, against {rows['share_a100']} on the A100s)")
 
     # amendment 4: rows 'amendment 2 (...)', 'adopted (...)', 'control (...)'
     a4 = table("04-amendment4-softmax")
