@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from .data import OP_CLASSES
-from .metrics import mape
+from .metrics import ape, mape
 
 
 def coverage_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -288,7 +288,7 @@ def error_by_row_length(pred: pd.DataFrame, column: str, longest_train_row: dict
     ratio = d[column] / d["latency_ms"]
     frame = pd.DataFrame({"op_class": d["op_class"], "split": d["split"], "device": d["device"],
                           "row_from": pd.cut(d["H"], list(edges), labels=list(edges[:-1])).astype(float),
-                          "ratio": ratio, "ape": (ratio - 1).abs() * 100, "share": bandwidth_share(d),
+                          "ratio": ratio, "ape": ape(d[column], d["latency_ms"]), "share": bandwidth_share(d),
                           "beyond": d["H"] > d["op_class"].map(longest_train_row)})
     out = (frame.groupby(["op_class", "split", "device", "row_from"])
            .agg(kernels=("ratio", "size"), median_ratio=("ratio", "median"), mape_pct=("ape", "mean"),
