@@ -27,3 +27,27 @@ def test_any_other_gpu_is_grey_and_never_takes_a_named_colour():
 def test_every_kernel_class_has_its_own_colour():
     assert set(CLASS_COLORS) == set(CLASSES)
     assert len(set(CLASS_COLORS.values())) == len(CLASSES)
+
+
+def test_bars_with_reference_places_bars_and_diamonds_by_hand():
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pandas as pd
+    from lib.plotting import bars_with_reference
+
+    values = pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0], "c": [5.0, np.nan]}, index=["g0", "g1"])
+    # the reference's rows in another order, one row values lacks, and a column values lacks
+    reference = pd.DataFrame({"b": [40.0, 30.0, 99.0], "z": [7.0, 7.0, 7.0]}, index=["g1", "g0", "g9"])
+    fig, ax = plt.subplots()
+    centres = bars_with_reference(ax, values, reference, "ref")
+    # three bars share 0.8: width 0.8/3, centres at -0.8/3, 0, +0.8/3 around each group
+    assert np.allclose(centres["a"], [-0.8 / 3, 1 - 0.8 / 3]) and np.allclose(centres["b"], [0, 1])
+    assert np.allclose(centres["c"], [0.8 / 3, 1 + 0.8 / 3])
+    heights = [p.get_height() for p in ax.patches]
+    assert heights[:4] == [1.0, 2.0, 3.0, 4.0] and np.isnan(heights[5])
+    assert np.allclose([p.get_width() for p in ax.patches], 0.8 / 3)
+    # one diamond per reference value over column b's bars, matched by row name; none for z
+    (dots,) = ax.collections
+    assert np.allclose(dots.get_offsets(), [[0, 30.0], [1, 40.0]])
+    assert ax.get_legend_handles_labels()[1] == ["ref", "a", "b", "c"]
+    plt.close(fig)
