@@ -94,10 +94,10 @@ def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:
     return out
 
 
-def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None) -> np.ndarray:
+def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int = 0) -> np.ndarray:
     from .predictors import predict_featured
     from .tile_choice import autotune_tiles, classify_tiles
-    predict = lambda feat: predict_featured(feat, cfg_by_class)
+    predict = lambda feat: predict_featured(feat, cfg_by_class, seed)
     if tiles == "oracle":
         if "kernel_name" not in df.columns:
             raise KernelInputError("tiles='oracle' needs a 'kernel_name' column (the target's profiled kernels)")
@@ -117,13 +117,14 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None) -> np.nda
 
 
 def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", tiles: str = "spec",
-                    cfg_by_class: dict | None = None, habitat_cfg: dict | None = None) -> np.ndarray:
+                    cfg_by_class: dict | None = None, habitat_cfg: dict | None = None, seed: int = 0) -> np.ndarray:
     """Latency (ms) per row on `device`, read from its spec (+ training-GPU data) only.
 
     df: columns op, B, M, N, K, H (and 'bytes' for op 'mem'; 'kernel_name' for tiles='oracle').
     method: neusight | roofline | habitat | li (li: NaN where the device has no training rows).
     tiles (neusight): spec (= SPEC_TILES) | autotune | classifier | oracle (target's kernel names).
     cfg_by_class (neusight) and habitat_cfg (habitat): training configs; None = the defaults.
+    seed (neusight): the training seed of the default configs (0: the committed results' models).
     """
     if method not in METHODS:
         raise KernelInputError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
@@ -148,10 +149,10 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
     else:
         from .predictors import forecast_floor_ms
         extra = ["kernel_name"] if tiles == "oracle" else []
-        neusight = lambda t: _dedup(t, extra, lambda u: _neusight(u, tiles, cfg_by_class))
+        neusight = lambda t: _dedup(t, extra, lambda u: _neusight(u, tiles, cfg_by_class, seed))
         # amendment 6: no kernel slower than on a training GPU whose spec this one dominates (lib.envelope)
         out[~mem] = cap(rest, neusight(rest), device, cfg_by_class, lambda t, g: neusight(_with_spec(t, g)),
-                        lambda t, g: forecast_floor_ms(add_roofline(_with_spec(t, g)), cfg_by_class))
+                        lambda t, g: forecast_floor_ms(add_roofline(_with_spec(t, g)), cfg_by_class, seed))
     return out
 
 
@@ -166,11 +167,12 @@ def _dedup(df: pd.DataFrame, extra: list, predict) -> np.ndarray:
 
 
 def predict_by_device(df: pd.DataFrame, method: str = "neusight", tiles: str = "spec",
-                      cfg_by_class: dict | None = None, habitat_cfg: dict | None = None) -> np.ndarray:
+                      cfg_by_class: dict | None = None, habitat_cfg: dict | None = None, seed: int = 0) -> np.ndarray:
     """predict_kernels over a table with a 'device' column (e.g. load_kernels()), one device at a time."""
     out = np.full(len(df), np.nan)
     for name, rows in df.groupby("device").indices.items():
-        out[rows] = predict_kernels(df.iloc[rows], device_by_name(name), method, tiles, cfg_by_class, habitat_cfg)
+        out[rows] = predict_kernels(df.iloc[rows], device_by_name(name), method, tiles, cfg_by_class, habitat_cfg,
+                                    seed)
     return out
 
 

@@ -101,6 +101,34 @@ def mape_ci(df: pd.DataFrame, columns, paper: pd.DataFrame | None = None) -> pd.
     return out
 
 
+def seed_mape(df: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.DataFrame:
+    """MAPE (%) of the default NeuSight forecast (spec-only tiles) per training seed, split and op class, long
+    format: the same configs, trained from each seed (notebook 04). cfg_by_class: as predict_all's, seeded too."""
+    from tqdm.auto import tqdm
+    frames = []
+    for seed in tqdm(seeds, desc="seeds"):
+        cfg = {c: {**v, "seed": seed} for c, v in cfg_by_class.items()} if cfg_by_class else None
+        pred = predict_by_device(df, "neusight", "spec", cfg, seed=0 if cfg else seed)
+        err = pd.Series(ape(pred, df["latency_ms"]), index=df.index)
+        by = err.groupby([df["split"].map(SPLIT_LABEL), df["op_class"]]).mean()
+        frames.append(by.rename("mape_pct").reset_index().assign(seed=seed))
+    return pd.concat(frames, ignore_index=True)[["seed", "split", "op_class", "mape_pct"]]
+
+
+def seed_spread(per_seed: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+    """Per split and op class of seed_mape's table: the first seed's MAPE, the least, mean and largest over
+    the seeds, and the paper's NeuSight beside them with where the seeds lie ('below', 'above' or 'spans')."""
+    first = per_seed["seed"].iloc[0]
+    g = per_seed.groupby(["split", "op_class"], sort=False)["mape_pct"]
+    out = pd.DataFrame({"seeds": g.size(), f"seed{first}_pct": g.first(), "min_pct": g.min(), "mean_pct": g.mean(),
+                        "max_pct": g.max()}).reset_index()
+    ref = paper.loc[f"paper: {PAPER_METHODS['NeuSight']}"]
+    out["paper_pct"] = [ref.get((s, c), np.nan) for s, c in zip(out["split"], out["op_class"])]
+    out["vs_paper"] = np.select([out["max_pct"] < out["paper_pct"], out["min_pct"] > out["paper_pct"],
+                                 out["paper_pct"].notna()], ["below", "above", "spans"], "")
+    return out
+
+
 def paper_table() -> pd.DataFrame:
     """The paper's per-op MAPE (%) from summary/perop.csv, shaped like mape_table."""
     raw = pd.read_csv(paths.SUMMARY / "perop.csv", header=None, dtype=str, names=range(12))

@@ -307,12 +307,19 @@ def get_predictor(op_class: str, cfg=None) -> NeuSightPredictor:
     return _LOADED[key]
 
 
+def default_config(op_class: str, known_gpu: bool, seed: int = 0) -> dict:
+    """The default config of a class: KNOWN_CONFIGS on a training GPU, DEFAULT_CONFIGS on any other; `seed`
+    other than 0 trains the same config from that seed instead (notebook 04's seed spread)."""
+    cfg = (KNOWN_CONFIGS if known_gpu else DEFAULT_CONFIGS)[op_class]
+    return {**cfg, "seed": seed} if seed else cfg
+
+
 # Every NeuSight forecast exceeds the roofline time over the device efficiency:
 #   latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization) / e
 #             >= roofline_ms / (utilization * e) > roofline_ms / e,
 # as num_waves * num_sm >= num_tiles, flops_per_tile = flops / num_tiles and 0 < utilization < 1
 # (alpha, beta / alpha: sigmoids; num_waves >= 1); a fixed time per kernel (lib.overhead) only adds.
-def forecast_floor_ms(feat: pd.DataFrame, cfg_by_class: dict | None = None) -> np.ndarray:
+def forecast_floor_ms(feat: pd.DataFrame, cfg_by_class: dict | None = None, seed: int = 0) -> np.ndarray:
     """Per row of a table with roofline_ms and device: roofline_ms / e, below any predict_featured forecast (lib.envelope)."""
     cfg_by_class = cfg_by_class or {}
     out = np.full(len(feat), np.nan)
@@ -321,7 +328,7 @@ def forecast_floor_ms(feat: pd.DataFrame, cfg_by_class: dict | None = None) -> n
     for op_class in np.unique(cls):
         for i in np.unique(idx[cls == op_class]):
             rows = (cls == op_class) & (idx == i)
-            p = get_predictor(op_class, cfg_by_class.get(op_class) or (KNOWN_CONFIGS if i >= 0 else DEFAULT_CONFIGS)[op_class])
+            p = get_predictor(op_class, cfg_by_class.get(op_class) or default_config(op_class, i >= 0, seed))
             with torch.inference_mode():
                 e = max(float(torch.as_tensor(device_efficiency(m.model, torch.tensor([i])))) for m in (p, *p.members))
             out[rows] = feat["roofline_ms"].to_numpy(float)[rows] / e
@@ -352,21 +359,21 @@ def op_class_of(op) -> np.ndarray:
     return np.array([OP_CLASS.get(o, "") for o in uniq], dtype=object)[inv.reshape(-1)]
 
 
-def predict_featured(feat: pd.DataFrame, cfg_by_class: dict | None = None) -> np.ndarray:
+def predict_featured(feat: pd.DataFrame, cfg_by_class: dict | None = None, seed: int = 0) -> np.ndarray:
     """NeuSight latency (ms) per row of a featured table holding any mix of op classes and devices.
 
     A class named in cfg_by_class uses that config on every row. Otherwise rows of a training GPU
     use KNOWN_CONFIGS (its own efficiency learned from its training rows) and rows of any other
-    GPU use DEFAULT_CONFIGS (lib.selection: the two protocols).
+    GPU use DEFAULT_CONFIGS (lib.selection: the two protocols), trained from `seed` (default_config).
     """
     cfg_by_class = cfg_by_class or {}
     out = np.full(len(feat), np.nan)
     cls = op_class_of(feat["op"])
     known = device_index(feat["device"]) >= 0
     for op_class in OP_CLASSES:
-        for on_known, defaults in ((False, DEFAULT_CONFIGS), (True, KNOWN_CONFIGS)):
+        for on_known in (False, True):
             rows = np.flatnonzero((cls == op_class) & (known == on_known))
             if len(rows):
-                cfg = cfg_by_class.get(op_class) or defaults[op_class]
+                cfg = cfg_by_class.get(op_class) or default_config(op_class, on_known, seed)
                 out[rows] = get_predictor(op_class, cfg).predict(feat.iloc[rows])
     return out

@@ -67,3 +67,35 @@ def test_error_by_size_splits_each_class_into_its_own_fifths():
     assert by_device["mape_pct"].tolist() == pytest.approx([4.5, 4.5]) and set(by_device["device"]) == {t4}
     with pytest.raises(ValueError, match="by must be device, waves or size"):
         perop.error_by(df, "pred", "gpu")
+
+
+def test_seed_spread_by_hand():
+    # two seeds; BMM OOD 15 and 17 around the paper's 16 (spans), FC 10 and 12 under 13.9 (below)
+    per_seed = pd.DataFrame({"seed": [0, 0, 1, 1], "split": "OOD", "op_class": ["BMM", "FC", "BMM", "FC"],
+                             "mape_pct": [15.0, 10.0, 17.0, 12.0]})
+    paper = pd.DataFrame([[16.0, 13.9]], index=[NEUSIGHT], columns=pd.MultiIndex.from_tuples([("OOD", "BMM"), ("OOD", "FC")]))
+    out = perop.seed_spread(per_seed, paper).set_index("op_class")
+    assert out.loc["BMM", ["seed0_pct", "min_pct", "mean_pct", "max_pct"]].tolist() == [15.0, 15.0, 16.0, 17.0]
+    assert out["vs_paper"].to_dict() == {"BMM": "spans", "FC": "below"}
+    assert (out["seeds"] == 2).all() and out.loc["FC", "paper_pct"] == 13.9
+
+
+def test_seed_mape_trains_each_seed_and_scores_it_like_mape_table():
+    # tiny softmax models: the table of seed s is mape_table's of the predictions made with seed s's config
+    cfg = {"SOFTMAX": {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 500}}
+    test = perop.test_table(20)
+    test = test[test["op_class"] == "SOFTMAX"].reset_index(drop=True)
+    out = perop.seed_mape(test, [0, 3], cfg).set_index(["seed", "split", "op_class"])["mape_pct"]
+    for seed in (0, 3):
+        pred = perop.predict_all(test, ["pred_neusight"], {"SOFTMAX": {**cfg["SOFTMAX"], "seed": seed}})
+        ours = perop.mape_table(pred, ["pred_neusight"]).iloc[0]
+        assert [out[(seed, *k)] for k in ours.index] == pytest.approx(ours.tolist())
+    assert out[(0, "OOD", "SOFTMAX")] != out[(3, "OOD", "SOFTMAX")]     # another seed, other weights
+
+
+def test_default_config_is_the_committed_one_at_seed_zero():
+    from lib.predictors import default_config, make_config
+    from lib.selection import DEFAULT_CONFIGS, KNOWN_CONFIGS
+    assert default_config("BMM", False) is DEFAULT_CONFIGS["BMM"] and default_config("LN", True, 0) is KNOWN_CONFIGS["LN"]
+    seeded, known = make_config(default_config("FC", True, 2))[0], make_config(KNOWN_CONFIGS["FC"])[0]
+    assert seeded.seed == 2 and {**vars(seeded), "seed": 0} == vars(known)
