@@ -95,3 +95,13 @@ def row_length_ranges() -> dict:
             "l2_small": span(l2[soft[soft["small_l2"]]["device"]], ".0f"), "l2_a100": span(l2[soft[~soft["small_l2"]]["device"]], ".0f"),
             "ln": span(ln["median_ratio"]), "ln_small": span(ln[ln["small_l2"]]["bandwidth_share"]),
             "ln_small_mid": span(ln_mid[ln_mid["small_l2"]]["bandwidth_share"])}
+
+
+def seed_ranges() -> dict:
+    """The seed-spread reading's numbers (figures/tables/04-seed-spread.csv): per (split, class) the 'lo-hi' range
+    over the seeds in %, its width, where the seeds lie beside the paper and whether the first seed is the worst."""
+    t = table("04-seed-spread").set_index(["split", "op_class"])
+    first = next(c for c in t.columns if c.startswith("seed") and c.endswith("_pct"))   # seed<N>_pct
+    return {k: {"range": f"{r['min_pct']:.1f}-{r['max_pct']:.1f}", "width": f"{r['max_pct'] - r['min_pct']:.1f}",
+                "paper": f"{r['paper_pct']:.1f}", "vs_paper": r["vs_paper"], "seeds": int(r["seeds"]),
+                "first_is_worst": bool(r[first] == r["max_pct"])} for k, r in t.iterrows()}

@@ -16,7 +16,7 @@ from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 
 from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, mem_per_sm,
-                    paper_size_mape, row_length_ranges, table, training_gpus)
+                    paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
 
 README = (ROOT / "README.md").read_text()
 # the prose only: the generated block (guarded by tests/test_report.py) is cut out
@@ -448,3 +448,12 @@ def test_named_result_files_exist():
     assert named, "the README names no result file"
     missing = sorted(n for n in named if not (ROOT / n).is_file())
     assert not missing, f"README names result files that do not exist: {missing}"
+
+
+def test_seed_spread():
+    """The two per-op misses over five training seeds (04-seed-spread)."""
+    r = seed_ranges()
+    bmm, soft = r[("OOD", "BMM")], r[("OOD", "SOFTMAX")]
+    assert bmm["vs_paper"] == soft["vs_paper"] == "above"
+    say(f"trained from {WORDS[bmm['seeds']]} seeds, batched matmul lands at {bmm['range']}% and softmax at "
+        f"{soft['range']}%, above the paper's {bmm['paper']} and {soft['paper']} every time")
