@@ -46,12 +46,13 @@ _CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "utilizati
 
 
 def predict_table(kernels: pd.DataFrame, device: Device, method: str = "neusight", tiles: str = "spec",
-                  cfg_by_class: dict | None = None, habitat_cfg: dict | None = None) -> pd.DataFrame:
-    """The kernel table with `pred_ms` (one kernel) and `total_ms` (x count); unique shapes predicted once."""
+                  cfg_by_class: dict | None = None, habitat_cfg: dict | None = None, seed: int = 0) -> pd.DataFrame:
+    """The kernel table with `pred_ms` (one kernel) and `total_ms` (x count); unique shapes predicted once
+    (seed: the default models' training seed, lib.kernels.predict_kernels)."""
     from .kernels import predict_kernels   # on the device as given (its JSON, not a lookup by name)
     key = kernels[SHAPE_COLS].fillna(-1.0)
     uniq = key.drop_duplicates().reset_index(drop=True)
-    uniq["pred_ms"] = predict_kernels(uniq.replace(-1.0, np.nan), device, method, tiles, cfg_by_class, habitat_cfg)
+    uniq["pred_ms"] = predict_kernels(uniq.replace(-1.0, np.nan), device, method, tiles, cfg_by_class, habitat_cfg, seed)
     out = kernels.copy()
     out["pred_ms"] = key.merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy() * fused_scale(kernels)
     out["total_ms"] = out["pred_ms"] * out["count"]
@@ -108,13 +109,13 @@ def summarize(table: pd.DataFrame) -> dict:
 def forecast_table(model_config, device: Device, batch: int, seq: int, mode: str, fusion: bool = False,
                    method: str = "neusight", tiles: str = "spec", kernels: pd.DataFrame | None = None,
                    cfg_by_class: dict | None = None, habitat_cfg: dict | None = None,
-                   calibrate: bool = False) -> pd.DataFrame:
+                   calibrate: bool = False, seed: int = 0) -> pd.DataFrame:
     """Predicted kernel table of one pass (calibrate: scale by the training-GPU calibration factors)."""
     if kernels is None:
         kernels = capture(model_config, batch, seq, mode)
     if fusion:
         kernels = fuse_elementwise(kernels)
-    table = predict_table(kernels, device, method, tiles, cfg_by_class, habitat_cfg)
+    table = predict_table(kernels, device, method, tiles, cfg_by_class, habitat_cfg, seed)
     if calibrate:
         table = apply_calibration(table, get_calibration(method, tiles, cfg_by_class)["factors"])
     return table
@@ -137,13 +138,13 @@ def write_kernel_table(table: pd.DataFrame, path) -> Path:
 def forecast(model_config, device: Device, batch: int, seq: int, mode: str, fusion: bool = False,
              method: str = "neusight", tiles: str = "spec", kernels: pd.DataFrame | None = None,
              cfg_by_class: dict | None = None, habitat_cfg: dict | None = None,
-             calibrate: bool = False) -> dict:
+             calibrate: bool = False, seed: int = 0) -> dict:
     """{"latency_ms", "forward_ms", "backward_ms", "kernels"} for one model, GPU, batch and sequence.
 
     Pass `kernels` (a captured table) to reuse one capture across devices and methods.
     """
     return summarize(forecast_table(model_config, device, batch, seq, mode, fusion, method, tiles, kernels,
-                                    cfg_by_class, habitat_cfg, calibrate))
+                                    cfg_by_class, habitat_cfg, calibrate, seed))
 
 
 def forecast_sweep(model_config, devices, batches, seq: int, mode: str, method: str = "neusight",
@@ -176,16 +177,19 @@ def forecast_sweep(model_config, devices, batches, seq: int, mode: str, method: 
 
 def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
                     cfg_by_class: dict | None = None, habitat_cfg: dict | None = None,
-                    calibrated: bool = False) -> pd.DataFrame:
+                    calibrated: bool = False, seed: int = 0) -> pd.DataFrame:
     """Labels (lib.labels.load_labels rows) + `<method>_ms` and `<method>_ape` per method.
 
     option 'fusion' rows are forecast with fused kernels (lib.fusion.fuse_elementwise); each label reads only
     its GPU's spec JSON (and, for li, that GPU's own kernel measurements, NaN where none exist).
     calibrated=True adds `neusight_cal_ms/_ape` (NeuSight scaled by the training-GPU calibration).
+    seed: the training seed of NeuSight's default models (lib.kernels.predict_kernels; 0: the committed ones).
     """
     from tqdm import tqdm
     from .labels import device_file_of_folder
     from .metrics import ape
+    if calibrated and seed:
+        raise ValueError("calibrated=True scales by factors fitted on the seed-0 models: use seed=0")
     out = labels.copy().reset_index(drop=True)
     names = [*methods, *(["neusight_cal"] if calibrated else [])]
     preds = {m: np.full(len(out), np.nan) for m in names}
@@ -194,7 +198,7 @@ def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
         device = load_device(device_file_of_folder(r.gpu))
         for m in methods:
             res = forecast(None, device, r.batch, r.seq, r.mode, fusion=(r.option == "fusion"), method=m,
-                           tiles=tiles, kernels=kernels, cfg_by_class=cfg_by_class, habitat_cfg=habitat_cfg)
+                           tiles=tiles, kernels=kernels, cfg_by_class=cfg_by_class, habitat_cfg=habitat_cfg, seed=seed)
             preds[m][i] = res["latency_ms"]
         if calibrated:
             preds["neusight_cal"][i] = forecast(None, device, r.batch, r.seq, r.mode, fusion=(r.option == "fusion"),
@@ -204,6 +208,18 @@ def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
         out[f"{m}_ms"] = preds[m]
         out[f"{m}_ape"] = ape(preds[m], out["e2e_ms"])
     return out
+
+
+def seed_label_ape(labels: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.DataFrame:
+    """evaluate_labels' NeuSight columns per training seed of its models, long format, with each label's kind
+    ('inference', 'training' or 'fused inference'; notebook 05). cfg_by_class: as evaluate_labels', seeded too."""
+    from .predictors import seeded
+    frames = []
+    for seed in seeds:
+        cfg, arg = seeded(cfg_by_class, seed)
+        ev = evaluate_labels(labels, methods=["neusight"], cfg_by_class=cfg, seed=arg)
+        frames.append(ev.assign(seed=seed, kind=np.where(ev["option"] == "fusion", "fused inference", ev["mode"])))
+    return pd.concat(frames, ignore_index=True)
 
 
 def main(argv=None) -> int:

@@ -105,10 +105,11 @@ def seed_mape(df: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.D
     """MAPE (%) of the default NeuSight forecast (spec-only tiles) per training seed, split and op class, long
     format: the same configs, trained from each seed (notebook 04). cfg_by_class: as predict_all's, seeded too."""
     from tqdm.auto import tqdm
+    from .predictors import seeded
     frames = []
     for seed in tqdm(seeds, desc="seeds"):
-        cfg = {c: {**v, "seed": seed} for c, v in cfg_by_class.items()} if cfg_by_class else None
-        pred = predict_by_device(df, "neusight", "spec", cfg, seed=0 if cfg else seed)
+        cfg, arg = seeded(cfg_by_class, seed)
+        pred = predict_by_device(df, "neusight", "spec", cfg, seed=arg)
         err = pd.Series(ape(pred, df["latency_ms"]), index=df.index)
         by = err.groupby([df["split"].map(SPLIT_LABEL), df["op_class"]]).mean()
         frames.append(by.rename("mape_pct").reset_index().assign(seed=seed))

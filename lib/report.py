@@ -36,6 +36,27 @@ def e2e_headline(table: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+E2E_KINDS = ("inference", "training", "fused inference")
+
+
+def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd.DataFrame:
+    """Mean NeuSight APE (%) per kind, device ('ALL': every label of the kind) and seed of lib.forecast.seed_label_ape's
+    table, the least and largest over the seeds, and the paper's mean on the same labels where `paper` (indexed by
+    kind and device) has it (notebook 05)."""
+    ape_by = lambda keys: per_seed.groupby([*keys, "seed"], sort=False)["neusight_ape"].mean().unstack("seed")  # noqa: E731
+    everyone = ape_by(["kind"]).assign(device="ALL").set_index("device", append=True)
+    out = pd.concat([everyone, ape_by(["kind", "device"])])
+    out.columns = [f"seed{s}_pct" for s in out.columns]
+    out["min_pct"], out["max_pct"] = out.min(axis=1), out.max(axis=1)
+    if paper is not None:
+        out["paper_pct"] = paper.reindex(out.index).to_numpy()
+    out = out.reset_index()
+    # kinds in E2E_KINDS' order, 'ALL' first within each, then devices by name
+    rank = out["kind"].map({k: i for i, k in enumerate(E2E_KINDS)}).fillna(len(E2E_KINDS))
+    order = np.lexsort((out["device"].to_numpy(), (out["device"] != "ALL").to_numpy(), rank.to_numpy()))
+    return out.iloc[order].reset_index(drop=True)
+
+
 def interval(lo: float, hi: float, digits: int = 1) -> str:
     """A 95% interval as text, '12.3 to 13.3'."""
     return "n/a" if np.isnan(lo) or np.isnan(hi) else f"{lo:.{digits}f} to {hi:.{digits}f}"

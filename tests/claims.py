@@ -105,3 +105,11 @@ def seed_ranges() -> dict:
     return {k: {"range": f"{r['min_pct']:.1f}-{r['max_pct']:.1f}", "width": f"{r['max_pct'] - r['min_pct']:.1f}",
                 "paper": f"{r['paper_pct']:.1f}", "vs_paper": r["vs_paper"], "seeds": int(r["seeds"]),
                 "first_is_worst": bool(r[first] == r["max_pct"])} for k, r in t.iterrows()}
+
+
+def e2e_seed_ranges() -> dict:
+    """Rows of figures/tables/e2e_seed_spread.csv by (kind, device), with the lo-hi range over seeds (%, 1 decimal)."""
+    t = table("e2e_seed_spread")
+    seeds = [c for c in t.columns if c.startswith("seed")]
+    return {(r["kind"], r["device"]): {**r.to_dict(), "range": f"{r['min_pct']:.1f}-{r['max_pct']:.1f}",
+                                       "seeds": len(seeds), "first": r[seeds[0]]} for _, r in t.iterrows()}

@@ -247,3 +247,34 @@ def test_apply_calibration_by_hand():
     # forward FC x 0.5, backward x 2, forward EW has no factor (1)
     out = apply_calibration(table, {"FC": 0.5, "bw": 2.0})
     assert out["total_ms"].tolist() == [2.0, 3.0, 2.0] and out["raw_ms"].tolist() == [4.0, 3.0, 1.0]
+
+
+def test_seed_label_ape_forecasts_each_seed_and_names_the_kind():
+    from lib.forecast import evaluate_labels, seed_label_ape
+    labels = load_labels()
+    one = labels[(labels.gpu == "NVIDIA_H100_80GB_HBM3") & (labels.model == "bert_large") & (labels["mode"] == "inference")
+                 & labels.option.isin(["", "fusion"])].groupby("option").head(1).reset_index(drop=True)
+    assert sorted(one.option) == ["", "fusion"]
+    tiny = {c: {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 500}
+            for c in ("BMM", "FC", "EW", "SOFTMAX", "LN")}
+    out = seed_label_ape(one, [0, 3], tiny)
+    assert len(out) == 4 and sorted(out.kind.unique()) == ["fused inference", "inference"]
+    for seed in (0, 3):   # each seed's rows: evaluate_labels with that seed's configs
+        ref = evaluate_labels(one, methods=["neusight"], cfg_by_class={c: {**x, "seed": seed} for c, x in tiny.items()})
+        assert out.loc[out.seed == seed, "neusight_ms"].tolist() == pytest.approx(ref["neusight_ms"].tolist())
+    assert not np.allclose(out.loc[out.seed == 0, "neusight_ms"], out.loc[out.seed == 3, "neusight_ms"])
+    with pytest.raises(ValueError, match="seed-0"):
+        evaluate_labels(one, methods=["neusight"], calibrated=True, seed=3)
+
+
+def test_e2e_seed_table_by_hand():
+    from lib.report import e2e_seed_table
+    # two training labels on one GPU, one inference label on another; seeds 0 and 1
+    per_seed = pd.DataFrame({"seed": [0, 0, 0, 1, 1, 1], "kind": ["training", "training", "inference"] * 2,
+                             "device": ["G1", "G1", "G2"] * 2, "neusight_ape": [2.0, 4.0, 9.0, 6.0, 8.0, 1.0]})
+    paper = pd.Series({("training", "ALL"): 5.0})
+    t = e2e_seed_table(per_seed, paper).set_index(["kind", "device"])
+    assert list(t.index) == [("inference", "ALL"), ("inference", "G2"), ("training", "ALL"), ("training", "G1")]
+    assert t.loc[("training", "G1"), ["seed0_pct", "seed1_pct", "min_pct", "max_pct"]].tolist() == [3.0, 7.0, 3.0, 7.0]
+    assert t.loc[("inference", "ALL"), ["min_pct", "max_pct"]].tolist() == [1.0, 9.0]
+    assert t.loc[("training", "ALL"), "paper_pct"] == 5.0 and np.isnan(t.loc[("inference", "G2"), "paper_pct"])

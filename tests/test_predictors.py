@@ -331,3 +331,11 @@ def test_hold_mem_evidence_is_vacuous_on_the_p100_fold(tmp_path, monkeypatch):
     ev = hold_mem_evidence(cands, {c: ("tiny", 1) for c in cands}, classes=("EW", "LN"))
     assert (ev["rows"] > 0).all() and ev["adopt"].all()
     assert ev["mape_held"].tolist() == pytest.approx(ev["mape_as_is"].tolist())
+
+
+def test_seeded_puts_the_seed_where_it_is_read():
+    from lib.predictors import seeded
+    given = {"BMM": {"layers": 1, "seed": 9}, "LN": {"layers": 2}}
+    assert seeded(given, 3) == ({"BMM": {"layers": 1, "seed": 3}, "LN": {"layers": 2, "seed": 3}}, 0)
+    assert seeded(None, 3) == (None, 3) and seeded({}, 2) == (None, 2)
+    assert given["LN"] == {"layers": 2}        # the caller's configs are not changed

@@ -15,7 +15,7 @@ import pytest
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 
-from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, mem_per_sm,
+from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_seed_ranges, mem_per_sm,
                     paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
 
 README = (ROOT / "README.md").read_text()
@@ -457,3 +457,12 @@ def test_seed_spread():
     assert bmm["vs_paper"] == soft["vs_paper"] == "above"
     say(f"trained from {WORDS[bmm['seeds']]} seeds, batched matmul lands at {bmm['range']}% and softmax at "
         f"{soft['range']}%, above the paper's {bmm['paper']} and {soft['paper']} every time")
+
+
+def test_e2e_seed_spread():
+    """The end-to-end means over five training seeds (e2e_seed_spread)."""
+    r = e2e_seed_ranges()
+    inf, train = r[("inference", "ALL")], r[("training", "ALL")]
+    assert inf["min_pct"] > 5 and train["min_pct"] > 5
+    assert inf["first"] - inf["min_pct"] <= 0.1 and train["first"] == train["min_pct"]   # "at the low end"
+    say(f"over {WORDS[inf['seeds']]} seeds the mean APE is {inf['range']}% for inference and {train['range']}% for\n  training")
