@@ -309,7 +309,7 @@ def get_predictor(op_class: str, cfg=None) -> NeuSightPredictor:
 
 def default_config(op_class: str, known_gpu: bool, seed: int = 0) -> dict:
     """The default config of a class: KNOWN_CONFIGS on a training GPU, DEFAULT_CONFIGS on any other; `seed`
-    other than 0 trains the same config from that seed instead (notebook 04's seed spread)."""
+    other than 0 trains the same config from that seed instead (the seed spread of notebooks 04 and 05)."""
     cfg = (KNOWN_CONFIGS if known_gpu else DEFAULT_CONFIGS)[op_class]
     return {**cfg, "seed": seed} if seed else cfg
 
