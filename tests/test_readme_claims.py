@@ -466,3 +466,17 @@ def test_e2e_seed_spread():
     assert inf["min_pct"] > 5 and train["min_pct"] > 5
     assert inf["first"] - inf["min_pct"] <= 0.1 and train["first"] == train["min_pct"]   # "at the low end"
     say(f"over {WORDS[inf['seeds']]} seeds the mean APE is {inf['range']}% for inference and {train['range']}% for\n  training")
+
+
+def test_how_far_off_to_expect():
+    """The forecast section's error for GPUs never trained on: plain labels of e2e_inference and e2e_training."""
+    from lib.devices import TRAIN_GPUS_NVIDIA
+    both = pd.concat([table("e2e_inference").assign(mode="inference"), table("e2e_training").assign(mode="training")])
+    ood = both[~both["device"].isin(TRAIN_GPUS_NVIDIA)]
+    assert sorted(ood["device"].unique()) == ["NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"]
+    worst = ood.loc[ood["neusight_ape"].idxmax()]
+    assert (worst["model"], worst["mode"], worst["batch"], worst["seq"]) == ("switchxl4", "inference", 1, 512)
+    assert worst["device"] == "NVIDIA H100 80GB HBM3"
+    say(f"{len(ood)} labels without fusion), the forecast is off by {ood['neusight_ape'].mean():.1f}% on average (median "
+        f"{ood['neusight_ape'].median():.1f}%). {int((ood['neusight_ape'] <= 10).sum())} of the {len(ood)} are within 10%, "
+        f"and the worst is off by {worst['neusight_ape']:.1f}%")
