@@ -213,7 +213,7 @@ def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
 def seed_label_ape(labels: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.DataFrame:
     """evaluate_labels' NeuSight columns per training seed of its models, long format, with each label's kind
     ('inference', 'training' or 'fused inference'; notebook 05). cfg_by_class: as evaluate_labels', seeded too."""
-    from .predictors import seeded
+    from .selection import seeded
     frames = []
     for seed in seeds:
         cfg, arg = seeded(cfg_by_class, seed)

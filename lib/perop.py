@@ -105,7 +105,7 @@ def seed_mape(df: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.D
     """MAPE (%) of the default NeuSight forecast (spec-only tiles) per training seed, split and op class, long
     format: the same configs, trained from each seed (notebook 04). cfg_by_class: as predict_all's, seeded too."""
     from tqdm.auto import tqdm
-    from .predictors import seeded
+    from .selection import seeded
     frames = []
     for seed in tqdm(seeds, desc="seeds"):
         cfg, arg = seeded(cfg_by_class, seed)

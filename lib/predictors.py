@@ -314,14 +314,6 @@ def default_config(op_class: str, known_gpu: bool, seed: int = 0) -> dict:
     return {**cfg, "seed": seed} if seed else cfg
 
 
-def seeded(cfg_by_class: dict | None, seed: int) -> tuple[dict | None, int]:
-    """(cfg_by_class, seed) for lib.kernels.predict_kernels that trains from `seed`: given configs carry it as
-    their `seed` key (and the argument stays 0), the defaults take it as the argument (notebooks 04 and 05)."""
-    if cfg_by_class:
-        return {c: {**cfg, "seed": seed} for c, cfg in cfg_by_class.items()}, 0
-    return None, seed
-
-
 # Every NeuSight forecast exceeds the roofline time over the device efficiency:
 #   latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization) / e
 #             >= roofline_ms / (utilization * e) > roofline_ms / e,

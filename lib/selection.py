@@ -177,6 +177,14 @@ ENVELOPE_CLASSES = ("FC", "EW")
 # forecasts for GPUs never trained on
 DEFAULT_CONFIGS = {c: {**cfg, "envelope": True} if c in ENVELOPE_CLASSES else cfg
                    for c, cfg in AMENDMENT5_DEFAULT_CONFIGS.items()}
+def seeded(cfg_by_class: dict | None, seed: int) -> tuple[dict | None, int]:
+    """(cfg_by_class, seed) for lib.kernels.predict_kernels that trains from `seed`: given configs carry it as
+    their `seed` key (and the argument stays 0), the defaults take it as the argument (notebooks 04 and 05)."""
+    if cfg_by_class:
+        return {c: {**cfg, "seed": seed} for c, cfg in cfg_by_class.items()}, 0
+    return None, seed
+
+
 LOGO_ONLY_CONFIGS = _final(LOGO_SELECTED)   # the first protocol's choice, kept for comparison (notebook 04)
 # Amendment 4 beside what it replaced (notebook 04): amendment 2's unseen-GPU choice, and the control
 # candidate wave_l2_block at its own best criterion epoch count in place of the adopted softmax choice.

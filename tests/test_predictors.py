@@ -334,7 +334,7 @@ def test_hold_mem_evidence_is_vacuous_on_the_p100_fold(tmp_path, monkeypatch):
 
 
 def test_seeded_puts_the_seed_where_it_is_read():
-    from lib.predictors import seeded
+    from lib.selection import seeded
     given = {"BMM": {"layers": 1, "seed": 9}, "LN": {"layers": 2}}
     assert seeded(given, 3) == ({"BMM": {"layers": 1, "seed": 3}, "LN": {"layers": 2, "seed": 3}}, 0)
     assert seeded(None, 3) == (None, 3) and seeded({}, 2) == (None, 2)
