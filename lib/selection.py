@@ -177,14 +177,6 @@ ENVELOPE_CLASSES = ("FC", "EW")
 # forecasts for GPUs never trained on
 DEFAULT_CONFIGS = {c: {**cfg, "envelope": True} if c in ENVELOPE_CLASSES else cfg
                    for c, cfg in AMENDMENT5_DEFAULT_CONFIGS.items()}
-def seeded(cfg_by_class: dict | None, seed: int) -> tuple[dict | None, int]:
-    """(cfg_by_class, seed) for lib.kernels.predict_kernels that trains from `seed`: given configs carry it as
-    their `seed` key (and the argument stays 0), the defaults take it as the argument (notebooks 04 and 05)."""
-    if cfg_by_class:
-        return {c: {**cfg, "seed": seed} for c, cfg in cfg_by_class.items()}, 0
-    return None, seed
-
-
 LOGO_ONLY_CONFIGS = _final(LOGO_SELECTED)   # the first protocol's choice, kept for comparison (notebook 04)
 # Amendment 4 beside what it replaced (notebook 04): amendment 2's unseen-GPU choice, and the control
 # candidate wave_l2_block at its own best criterion epoch count in place of the adopted softmax choice.
@@ -243,3 +235,11 @@ def with_overhead(configs: dict, overhead: str) -> dict:
 # session, after every number in notebooks 04 and 05 had been seen; no choice reads its numbers.
 PAPER_CONFIGS = {c: {"layers": 8, "width": 512, "epochs": 100, "patience": 100, "validation": "none",
                      "features": FEATURES} for c in OP_CLASSES}
+
+
+def seeded(cfg_by_class: dict | None, seed: int) -> tuple[dict | None, int]:
+    """(cfg_by_class, seed) for lib.kernels.predict_kernels that trains from `seed`: given configs carry it as
+    their `seed` key (and the argument stays 0), the defaults take it as the argument (notebooks 04 and 05)."""
+    if cfg_by_class:
+        return {c: {**cfg, "seed": seed} for c, cfg in cfg_by_class.items()}, 0
+    return None, seed
