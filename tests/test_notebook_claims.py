@@ -11,8 +11,8 @@ import re
 
 import pandas as pd
 
-from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_seed_ranges, markdown_of, mem_per_sm,
-                    paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
+from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_seed_ranges, markdown_of,
+                    mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 
@@ -602,7 +602,8 @@ def test_05_seed_spread():
     assert sorted(widths, key=widths.get)[-2:] == ["Tesla P4", "Tesla T4"]
     says(NB05, f"(T4 {t4['range']}%, P4 {p4['range']}%)")
     h100, a80, p100 = r[("inference", H100)], r[("training", A100_80)], r[("inference", "Tesla P100-PCIE-16GB")]
-    assert h100["min_pct"] > h100["paper_pct"] and a80["min_pct"] > a80["paper_pct"] and p100["min_pct"] > p100["paper_pct"]
+    gaps = {name: v["min_pct"] - v["paper_pct"] for name, v in (("H100", h100), ("A100-80GB", a80), ("P100", p100))}
+    assert min(gaps.values()) > 0 and min(gaps, key=gaps.get) == "P100"      # above on every seed; P100 closest
     says(NB05, f"H100 inference stays above on every seed ({h100['range']}% against {h100['paper_pct']:.1f}), and so does "
                f"A100-80GB training ({a80['range']}% against {a80['paper_pct']:.1f})")
     says(NB05, f"P100 inference comes closest, at {p100['min_pct']:.2f}% on one seed against the paper's {p100['paper_pct']:.2f}")

@@ -15,8 +15,8 @@ import pytest
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 
-from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_seed_ranges, mem_per_sm,
-                    paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
+from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_seed_ranges,
+                    mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
 
 README = (ROOT / "README.md").read_text()
 # the prose only: the generated block (guarded by tests/test_report.py) is cut out
