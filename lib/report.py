@@ -43,7 +43,8 @@ def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd
     """Mean NeuSight APE (%) per kind, device ('ALL': every label of the kind) and seed of lib.forecast.seed_label_ape's
     table, the least and largest over the seeds, and the paper's mean on the same labels where `paper` (indexed by
     kind and device) has it (notebook 05)."""
-    ape_by = lambda keys: per_seed.groupby([*keys, "seed"], sort=False)["neusight_ape"].mean().unstack("seed")  # noqa: E731
+    def ape_by(keys):
+        return per_seed.groupby([*keys, "seed"], sort=False)["neusight_ape"].mean().unstack("seed")
     everyone = ape_by(["kind"]).assign(device="ALL").set_index("device", append=True)
     out = pd.concat([everyone, ape_by(["kind", "device"])])
     out.columns = [f"seed{s}_pct" for s in out.columns]
@@ -62,9 +63,11 @@ def interval(lo: float, hi: float, digits: int = 1) -> str:
     return "n/a" if np.isnan(lo) or np.isnan(hi) else f"{lo:.{digits}f} to {hi:.{digits}f}"
 
 
-def perop_summary(perop: pd.DataFrame, ci: pd.DataFrame | None = None) -> pd.DataFrame:
+def perop_summary(perop: pd.DataFrame, ci: pd.DataFrame | None = None,
+                  seeds: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per-op MAPE (%): ours (spec-only and oracle tiles) and the paper's NeuSight, OOD and in-distribution;
-    with `ci` (notebook 04's perop_ci table) the spec-only OOD bootstrap interval and where it lies."""
+    with `ci` (notebook 04's perop_ci table) the spec-only OOD bootstrap interval and where it lies, with `seeds`
+    (its 04-seed-spread table) the spec-only OOD range over the training seeds."""
     wide = perop.pivot_table(index="op_class", columns=["method", "split"], values="mape_pct")
     out = pd.DataFrame({
         "OOD, ours (spec-only tiles)": wide[(SPEC, "OOD")],
@@ -79,11 +82,17 @@ def perop_summary(perop: pd.DataFrame, ci: pd.DataFrame | None = None) -> pd.Dat
         c = ci[(ci["method"] == SPEC) & (ci["split"] == "OOD")].set_index("op_class").reindex(out.index)
         out["OOD 95% CI, ours"] = [interval(lo, hi) for lo, hi in zip(c["ci_low_pct"], c["ci_high_pct"])]
         out["CI vs the paper"] = c["vs_paper"].fillna("n/a").to_numpy()
+    if seeds is not None:
+        r = seeds[seeds["split"] == "OOD"].set_index("op_class").reindex(out.index)
+        out[f"OOD over {seeds['seeds'].max()} seeds, ours"] = [interval(lo, hi)
+                                                               for lo, hi in zip(r["min_pct"], r["max_pct"])]
     return out
 
 
-def e2e_summary(inference: pd.DataFrame, training: pd.DataFrame, fused: pd.DataFrame) -> pd.DataFrame:
-    """Mean end-to-end APE (%) per mode, ours and the paper's NeuSight on the same labels."""
+def e2e_summary(inference: pd.DataFrame, training: pd.DataFrame, fused: pd.DataFrame,
+                seeds: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean end-to-end APE (%) per mode, ours and the paper's NeuSight on the same labels; with `seeds` (notebook
+    05's e2e_seed_spread table) our range over the training seeds."""
     rows = {"inference": (inference, "paper_neusight"), "training": (training, "paper_neusight"),
             "fused inference": (fused, "paper_ape_pct")}
     out = pd.DataFrame({mode: {"labels": len(t), "ours": t["neusight_ape"].mean(), "paper": t[paper].mean()}
@@ -95,11 +104,24 @@ def e2e_summary(inference: pd.DataFrame, training: pd.DataFrame, fused: pd.DataF
     out["ours, 95% CI"] = [interval(*bootstrap_mean_ci(t["neusight_ape"])) for t, _ in rows.values()]
     out["ours - paper, 95% CI"] = [interval(*bootstrap_mean_ci(t["neusight_ape"] - t[paper]))
                                    for t, paper in rows.values()]
+    if seeds is not None:
+        out[_seeds_column(seeds)] = _seed_ranges(seeds, [(kind, "ALL") for kind in out.index])
     return out
 
 
-def e2e_per_gpu(inference: pd.DataFrame, training: pd.DataFrame) -> pd.DataFrame:
-    """Mean APE (%) per GPU and mode, ours vs the paper's NeuSight, and whether ours is below."""
+def _seeds_column(seeds: pd.DataFrame) -> str:
+    return f"ours over {sum(c.startswith('seed') for c in seeds.columns)} seeds"
+
+
+def _seed_ranges(seeds: pd.DataFrame, keys) -> list:
+    """'lo to hi' of an e2e_seed_spread table's rows at (kind, device) keys ('n/a' where it has none)."""
+    r = seeds.set_index(["kind", "device"]).reindex(keys)
+    return [interval(lo, hi) for lo, hi in zip(r["min_pct"], r["max_pct"])]
+
+
+def e2e_per_gpu(inference: pd.DataFrame, training: pd.DataFrame, seeds: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Mean APE (%) per GPU and mode, ours vs the paper's NeuSight, and whether ours is below; with `seeds`
+    (notebook 05's e2e_seed_spread table) our range over the training seeds."""
     parts = []
     for mode, t in (("inference", inference), ("training", training)):
         h = e2e_headline(t).drop(index="ALL")[["neusight_ape", "paper_neusight"]]
@@ -109,6 +131,8 @@ def e2e_per_gpu(inference: pd.DataFrame, training: pd.DataFrame) -> pd.DataFrame
     diff = {(d, mode): t.loc[t["device"] == d, "neusight_ape"] - t.loc[t["device"] == d, "paper_neusight"]
             for mode, t in (("inference", inference), ("training", training)) for d in t["device"].unique()}
     out["ours - paper, 95% CI"] = [interval(*bootstrap_mean_ci(diff[i])) for i in out.index]
+    if seeds is not None:
+        out[_seeds_column(seeds)] = _seed_ranges(seeds, [(mode, device) for device, mode in out.index])
     return out
 
 
@@ -140,17 +164,18 @@ def render(tables: Path = paths.TABLES) -> str:
         if not f.exists():
             raise FileNotFoundError(f"lib.report: {f} is missing; run `make figures` first")
         return pd.read_csv(f)
-    inf, train, fused = read("e2e_inference"), read("e2e_training"), read("e2e_fusion")
+    inf, train, fused, seeds = read("e2e_inference"), read("e2e_training"), read("e2e_fusion"), read("e2e_seed_spread")
     parts = [
         BEGIN,
         "Per-op MAPE % (notebook 04, `figures/tables/perop.csv`; target: OOD below the paper):",
-        "", markdown(perop_summary(read("perop"), read("perop_ci"))), "",
+        "", markdown(perop_summary(read("perop"), read("perop_ci"), read("04-seed-spread"))), "",
         "95% intervals: bootstrap over held-out kernels or labels (`lib.metrics.bootstrap_mean_ci`); "
-        "'below' / 'above': the whole interval lies there.", "",
+        "'below' / 'above': the whole interval lies there. 'Over N seeds': the least to the largest when the "
+        "models are trained from each of N seeds, the committed one among them.", "",
         "End-to-end mean APE % over the NVIDIA labels (notebook 05, `figures/tables/e2e_*.csv`):",
-        "", markdown(e2e_summary(inf, train, fused)), "",
+        "", markdown(e2e_summary(inf, train, fused, seeds)), "",
         "Per GPU (target: below the paper on every GPU):",
-        "", markdown(e2e_per_gpu(inf, train)), "",
+        "", markdown(e2e_per_gpu(inf, train, seeds)), "",
         "Speed (`make bench`, `figures/tables/bench.csv`):",
         "", markdown(bench_summary(read("bench"))), "",
         END,
