@@ -109,11 +109,11 @@ def seed_mape(df: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.D
     frames = []
     for seed in tqdm(seeds, desc="seeds"):
         cfg, arg = seeded(cfg_by_class, seed)
-        pred = predict_by_device(df, "neusight", "spec", cfg, seed=arg)
-        err = pd.Series(ape(pred, df["latency_ms"]), index=df.index)
-        by = err.groupby([df["split"].map(SPLIT_LABEL), df["op_class"]]).mean()
-        frames.append(by.rename("mape_pct").reset_index().assign(seed=seed))
-    return pd.concat(frames, ignore_index=True)[["seed", "split", "op_class", "mape_pct"]]
+        pred = df.assign(pred_neusight=predict_by_device(df, "neusight", "spec", cfg, seed=arg))
+        by = mape_table(pred, ["pred_neusight"]).iloc[0].rename("mape_pct").rename_axis(["split", "op_class"])
+        frames.append(by.reset_index().assign(seed=seed))
+    out = pd.concat(frames, ignore_index=True)[["seed", "split", "op_class", "mape_pct"]]
+    return out.sort_values(["seed", "split", "op_class"], kind="stable").reset_index(drop=True)
 
 
 def seed_spread(per_seed: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
