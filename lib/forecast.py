@@ -210,6 +210,11 @@ def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
     return out
 
 
+def label_kind(labels: pd.DataFrame) -> np.ndarray:
+    """Per label: 'fused inference' (option 'fusion'), else its mode, 'inference' or 'training' (notebook 05)."""
+    return np.where(labels["option"] == "fusion", "fused inference", labels["mode"])
+
+
 def seed_label_ape(labels: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.DataFrame:
     """evaluate_labels' NeuSight columns per training seed of its models, long format, with each label's kind
     ('inference', 'training' or 'fused inference'; notebook 05). cfg_by_class: as evaluate_labels', seeded too."""
@@ -218,8 +223,22 @@ def seed_label_ape(labels: pd.DataFrame, seeds, cfg_by_class: dict | None = None
     for seed in seeds:
         cfg, arg = seeded(cfg_by_class, seed)
         ev = evaluate_labels(labels, methods=["neusight"], cfg_by_class=cfg, seed=arg)
-        frames.append(ev.assign(seed=seed, kind=np.where(ev["option"] == "fusion", "fused inference", ev["mode"])))
+        frames.append(ev.assign(seed=seed, kind=label_kind(ev)))
     return pd.concat(frames, ignore_index=True)
+
+
+def held_out_label_ape(labels: pd.DataFrame, cfg_by_class: dict | None = None) -> pd.DataFrame:
+    """evaluate_labels' NeuSight columns for the labels of the training GPUs, each GPU's forecast by models trained
+    without its rows (lib.selection.held_out_configs: as if never trained on), with each label's kind (notebook 05)."""
+    from .devices import TRAIN_GPUS_NVIDIA
+    from .selection import held_out_configs
+    frames = [evaluate_labels(labels[labels["device"] == gpu], methods=["neusight"],
+                              cfg_by_class=held_out_configs(gpu, cfg_by_class))
+              for gpu in TRAIN_GPUS_NVIDIA if (labels["device"] == gpu).any()]
+    if not frames:
+        return labels.iloc[:0].assign(neusight_ms=np.nan, neusight_ape=np.nan, kind="")
+    ev = pd.concat(frames, ignore_index=True)
+    return ev.assign(kind=label_kind(ev))
 
 
 def main(argv=None) -> int:

@@ -49,3 +49,25 @@ def mape_ci_table(df: pd.DataFrame, pred_col: str, by, meas_col: str = "latency_
         rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))),
                      "rows": int(e.notna().sum()), "mape_pct": float(e.mean()), "ci_low_pct": lo, "ci_high_pct": hi})
     return pd.DataFrame(rows)
+
+
+NEVER_TRAINED_POOLS = ("training GPUs, each held out", "OOD GPUs", "every GPU never trained on")
+
+
+def never_trained_table(held: pd.DataFrame, ood: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Error per GPU never trained on and `by` value, and pooled over NEVER_TRAINED_POOLS (notebooks 04 and 05).
+
+    held: rows of the training GPUs forecast by models trained without that GPU (columns device, `by`, pred, meas,
+    trained: the forecast when the GPU is trained on); ood: rows of GPUs never trained on at all (device, `by`, pred,
+    meas). Columns out: group, `by`, n, mape_pct, median_ratio (of pred / meas), trained_mape_pct (NaN where a row
+    has no `trained`)."""
+    rows = pd.concat([held.assign(pool=0), ood.assign(pool=1, trained=np.nan)], ignore_index=True)
+    rows = rows.assign(group=rows["device"], err=ape(rows["pred"], rows["meas"]),
+                       trained_err=ape(rows["trained"], rows["meas"]), ratio=rows["pred"] / rows["meas"])
+    pooled = [rows[rows["pool"] == 0], rows[rows["pool"] == 1], rows]
+    rows = pd.concat([rows, *[p.assign(group=name) for name, p in zip(NEVER_TRAINED_POOLS, pooled) if len(p)]],
+                     ignore_index=True)
+    g = rows.groupby(["group", by], sort=False)
+    trained = g["trained_err"].mean().where(g["trained_err"].count() == g.size())
+    return pd.DataFrame({"n": g.size(), "mape_pct": g["err"].mean(), "median_ratio": g["ratio"].median(),
+                         "trained_mape_pct": trained}).reset_index()

@@ -11,9 +11,10 @@ import pandas as pd
 
 from . import paths
 from .data import OP_CLASSES, load_kernels
+from .devices import TRAIN_GPUS_NVIDIA, device_by_name
 from .features import add_features
-from .kernels import predict_by_device
-from .metrics import ape, mape_ci_table
+from .kernels import predict_by_device, predict_kernels
+from .metrics import ape, mape_ci_table, never_trained_table
 
 # column -> (label, method, tiles)
 VARIANTS = {
@@ -128,6 +129,32 @@ def seed_spread(per_seed: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
     out["vs_paper"] = np.select([out["max_pct"] < out["paper_pct"], out["min_pct"] > out["paper_pct"],
                                  out["paper_pct"].notna()], ["below", "above", "spans"], "")
     return out
+
+
+def held_out_gpu_forecasts(df: pd.DataFrame, gpus=None, cfg_by_class: dict | None = None) -> np.ndarray:
+    """Per test_id row of a training GPU in `gpus` (None: all five): NeuSight's spec-only forecast by models trained
+    without that GPU's rows (lib.selection.held_out_configs), as if it were never trained on; NaN on other rows
+    (notebook 04)."""
+    from tqdm.auto import tqdm
+    from .selection import held_out_configs
+    out = np.full(len(df), np.nan)
+    for gpu in tqdm([g for g in (gpus or TRAIN_GPUS_NVIDIA) if g in set(df["device"])], desc="held-out GPUs"):
+        rows = np.flatnonzero(((df["device"] == gpu) & (df["split"] == "test_id")).to_numpy())
+        out[rows] = predict_kernels(df.iloc[rows], device_by_name(gpu), "neusight", "spec",
+                                    held_out_configs(gpu, cfg_by_class))
+    return out
+
+
+def held_out_gpu_mape(df: pd.DataFrame, held_out_col: str, trained_col: str = "pred_neusight") -> pd.DataFrame:
+    """lib.metrics.never_trained_table per op class: the held-out training GPUs' rows (held_out_col, beside trained_col
+    on the same rows) and the OOD GPUs' rows (trained_col: they are never trained on anyway); n = kernels (notebook 04)."""
+    held = df[df[held_out_col].notna()]
+    ood = df[df["split"] == "test_ood"]
+    return never_trained_table(
+        pd.DataFrame({"device": held["device"], "op_class": held["op_class"], "pred": held[held_out_col],
+                      "meas": held["latency_ms"], "trained": held[trained_col]}),
+        pd.DataFrame({"device": ood["device"], "op_class": ood["op_class"], "pred": ood[trained_col],
+                      "meas": ood["latency_ms"]}), "op_class").rename(columns={"n": "kernels"})
 
 
 def paper_table() -> pd.DataFrame:

@@ -114,19 +114,21 @@ def largest_rows(feat: pd.DataFrame, share: float = LARGEST_SHARE) -> np.ndarray
     return bound_ms > cut
 
 
-def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | None, bool]:
-    """(TrainConfig, max_rows, features, validation, device_factors, overhead, hold_mem) from a TrainConfig or
+def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | None, bool, str | None]:
+    """(TrainConfig, max_rows, features, validation, device_factors, overhead, hold_mem, held_out_gpu) from a TrainConfig or
     a dict of its fields plus the optional `max_rows` (seeded subsample), `features` (subset of
     lib.features.FEATURES), `device_factors` (bool: learn one efficiency per training GPU),
     `overhead` (lib.overhead: None, or 'isolated' / 'hidden' to learn a fixed time per kernel),
     `hold_mem` (bool, amendment 5: predictions hold f_mem's memory term to the learned GPUs' range),
-    `envelope` (bool, amendment 6: lib.kernels caps the forecast by lib.envelope; not read by the model) and
+    `envelope` (bool, amendment 6: lib.kernels caps the forecast by lib.envelope; not read by the model),
+    `held_out_gpu` (a training GPU's name: its rows are left out of training altogether, so that GPU can be
+    forecast as one never trained on: the leave-one-GPU-out evaluation of notebooks 04 and 05) and
     `validation`: 'shapes' (early stopping on held-out shapes of the training GPUs),
     'none' (train on every row for `epochs`, keep the last weights), 'largest' (as 'none', without
     each GPU's largest rows: `largest_rows`, which score size extrapolation) or a training GPU's name
     (leave-one-GPU-out: train on the other four, early stopping on that GPU's rows)."""
     if isinstance(cfg, TrainConfig):
-        return cfg, None, FEATURES, "shapes", False, None, False
+        return cfg, None, FEATURES, "shapes", False, None, False, None
     cfg = dict(cfg or {})
     max_rows = cfg.pop("max_rows", None)
     features = cfg.pop("features", FEATURES)
@@ -143,6 +145,11 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     envelope = cfg.pop("envelope", False)
     if not isinstance(envelope, bool):
         raise PredictorError(f"envelope must be true or false, got {envelope!r}")
+    held_out = cfg.pop("held_out_gpu", None)
+    if held_out is not None and held_out not in TRAIN_GPUS_NVIDIA:
+        raise PredictorError(f"held_out_gpu must be null or one of the training GPUs {TRAIN_GPUS_NVIDIA}, got {held_out!r}")
+    if held_out is not None and held_out == validation:
+        raise PredictorError(f"held_out_gpu {held_out!r} has no rows to validate on (validation names the same GPU)")
     if overhead not in (None, *OVERHEADS):
         raise PredictorError(f"overhead must be null or one of {OVERHEADS}, got {overhead!r}")
     if not isinstance(device_factors, bool):
@@ -157,10 +164,10 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     unknown = sorted(set(cfg) - known)
     if unknown:
         raise PredictorError(f"unknown predictor config key(s) {unknown}; known: {sorted(known)}, "
-                             f"max_rows, features, validation, ensemble, device_factors, overhead, hold_mem, envelope")
+                             f"max_rows, features, validation, ensemble, device_factors, overhead, hold_mem, envelope, held_out_gpu")
     _check_numbers({**cfg, "max_rows": max_rows})
     return (TrainConfig(**cfg), (int(max_rows) if max_rows is not None else None), features, validation,
-            device_factors, overhead, hold_mem)
+            device_factors, overhead, hold_mem, held_out)
 
 
 # The least value of each integer field of a predictor config (max_rows may also be None).
@@ -216,10 +223,16 @@ def _own_code() -> list[str]:
                                     device_efficiency, training_table, shape_groups)]
 
 
-def _cache_name(op_class: str, cfg: TrainConfig, validation: str, overhead: str | None = None) -> str:
+def _short(gpu: str) -> str:
+    return "".join(ch for ch in gpu if ch.isalnum())[-12:]
+
+
+def _cache_name(op_class: str, cfg: TrainConfig, validation: str, overhead: str | None = None,
+                held_out: str | None = None) -> str:
     fold = ("" if validation in ("shapes", "none") else "-largest" if validation == "largest"
-            else "-logo" + "".join(ch for ch in validation if ch.isalnum())[-12:])
-    return f"neusight-{op_class}-{cfg.layers}x{cfg.width}{fold}{'-t0' if overhead else ''}"
+            else "-logo" + _short(validation))
+    return (f"neusight-{op_class}-{cfg.layers}x{cfg.width}{fold}{'-t0' if overhead else ''}"
+            + (f"-without{_short(held_out)}" if held_out else ""))
 
 
 def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPredictor:
@@ -238,7 +251,7 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
                 "best_epoch": float(np.median([p.info["best_epoch"] for p in ps])),
                 "cached": all(p.info["cached"] for p in ps), "ensemble": n}
         return replace(ps[0], info=info, members=tuple(ps[1:]))
-    cfg, max_rows, features, validation, device_factors, overhead, hold_mem = make_config(cfg)
+    cfg, max_rows, features, validation, device_factors, overhead, hold_mem, held_out = make_config(cfg)
     names = input_names(op_class, features)
     n_devices = len(TRAIN_GPUS_NVIDIA) if device_factors else 0
     # 'isolated' and 'hidden' train the same model (they differ only in what predict adds)
@@ -249,13 +262,16 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, n_devices, fingerprint("nvidia"),
                               *[_code_text(c) for c in CODE], *_own_code(),
                               *([_code_text(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []),
-                              *([_code_text(largest_rows), LARGEST_SHARE] if validation == "largest" else []))
-    name = _cache_name(op_class, cfg, validation, overhead)
+                              *([_code_text(largest_rows), LARGEST_SHARE] if validation == "largest" else []),
+                              *([f"held_out_gpu={held_out}"] if held_out else []))
+    name = _cache_name(op_class, cfg, validation, overhead, held_out)
     if force:
         train_mod.cache_path(name, key).unlink(missing_ok=True)
 
     def build():
         feat = training_table(op_class, max_rows, cfg.seed)
+        if held_out:   # a GPU the model must not learn from: none of its rows, not even for validation
+            feat = feat[feat["device"] != held_out].reset_index(drop=True)
         if validation == "largest":
             feat = feat[~largest_rows(feat)].reset_index(drop=True)
         x_all = model_inputs(feat, op_class, features)
@@ -292,7 +308,7 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     model.eval()
     mean, std, x_min, x_max = (state[k].numpy() for k in ("mean", "std", "x_min", "x_max"))
     return NeuSightPredictor(op_class, cfg, features, model, mean, std, x_min, x_max, info, overhead=overhead,
-                             mem_per_sm_gb=learned_mem_per_sm_gb(validation) if hold_mem else None)
+                             mem_per_sm_gb=learned_mem_per_sm_gb(validation, held_out) if hold_mem else None)
 
 
 _LOADED: dict = {}

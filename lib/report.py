@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .metrics import bootstrap_mean_ci
+from .metrics import bootstrap_mean_ci, never_trained_table
 from .ops import OP_CLASSES as OP_ORDER
 
 BEGIN_MARK = "<!-- results:begin"     # a README's marker may carry any note after this prefix
@@ -56,6 +56,25 @@ def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd
     rank = out["kind"].map({k: i for i, k in enumerate(E2E_KINDS)}).fillna(len(E2E_KINDS))
     order = np.lexsort((out["device"].to_numpy(), (out["device"] != "ALL").to_numpy(), rank.to_numpy()))
     return out.iloc[order].reset_index(drop=True)
+
+
+LABEL_KEYS = ["gpu", "model", "mode", "batch", "seq", "option"]   # one label of lib.labels.load_labels
+
+
+def e2e_held_out_table(held: pd.DataFrame, committed: pd.DataFrame) -> pd.DataFrame:
+    """lib.metrics.never_trained_table per kind of label (notebook 05): the training GPUs' labels as
+    lib.forecast.held_out_label_ape forecast them (beside `committed`'s NeuSight forecast of the same labels) and
+    the other GPUs' labels as `committed` (lib.forecast.evaluate_labels, kind added) forecasts them; n = labels."""
+    from .devices import TRAIN_GPUS_NVIDIA
+    both = held.merge(committed[[*LABEL_KEYS, "neusight_ms"]], on=LABEL_KEYS, suffixes=("", "_trained"), validate="1:1")
+    ood = committed[~committed["device"].isin(TRAIN_GPUS_NVIDIA)]
+    out = never_trained_table(
+        pd.DataFrame({"device": both["device"], "kind": both["kind"], "pred": both["neusight_ms"],
+                      "meas": both["e2e_ms"], "trained": both["neusight_ms_trained"]}),
+        pd.DataFrame({"device": ood["device"], "kind": ood["kind"], "pred": ood["neusight_ms"], "meas": ood["e2e_ms"]}),
+        "kind").rename(columns={"n": "labels"})
+    rank = out["kind"].map({k: i for i, k in enumerate(E2E_KINDS)})
+    return out.iloc[np.lexsort((np.arange(len(out)), rank.to_numpy()))].reset_index(drop=True)
 
 
 def interval(lo: float, hi: float, digits: int = 1) -> str:

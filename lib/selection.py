@@ -243,3 +243,14 @@ def seeded(cfg_by_class: dict | None, seed: int) -> tuple[dict | None, int]:
     if cfg_by_class:
         return {c: {**cfg, "seed": seed} for c, cfg in cfg_by_class.items()}, 0
     return None, seed
+
+
+# EVALUATION ONLY (notebooks 04 and 05, "Every training GPU as a GPU never trained on"): the unseen-GPU configs
+# retrained five times, each time without one training GPU's rows, so that GPU's held-out kernels and labels can be
+# forecast as a GPU never trained on. Added in a later session, after every number above had been seen; it chooses
+# nothing. The configs themselves were chosen with leave-one-GPU-out folds over these same GPUs (amendment 1's
+# criterion), so the held-out GPU's kernels did inform which features and epoch count every fold trains with. The
+# envelope (amendment 6) is off: its caps read the training GPUs' own model, which learned from the held-out GPU.
+def held_out_configs(gpu: str, cfg_by_class: dict | None = None) -> dict:
+    """{class: config} of the unseen-GPU defaults (or cfg_by_class) trained without `gpu`'s rows, envelope off."""
+    return {c: {**cfg, "held_out_gpu": gpu, "envelope": False} for c, cfg in (cfg_by_class or DEFAULT_CONFIGS).items()}

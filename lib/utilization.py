@@ -40,10 +40,11 @@ def hold_mem_term(feat: pd.DataFrame, mem_per_sm_gb: tuple[float, float]) -> pd.
     return feat.assign(f_mem=feat["f_mem"].to_numpy(float) + np.log(m / np.clip(m, *mem_per_sm_gb)))
 
 
-def learned_mem_per_sm_gb(validation: str) -> tuple[float, float]:
-    """(min, max) memory per SM (GB) of the training GPUs a model learns from; a LOGO fold's held-out GPU is left out."""
+def learned_mem_per_sm_gb(*left_out: str) -> tuple[float, float]:
+    """(min, max) memory per SM (GB) of the training GPUs a model learns from, without the GPUs named in left_out
+    (a LOGO fold's validation GPU, a held_out_gpu; other values, such as 'none', name no GPU)."""
     from .devices import device_by_name
-    per_sm = [d.mem_gb / d.num_sm for d in map(device_by_name, TRAIN_GPUS_NVIDIA) if d.name != validation]
+    per_sm = [d.mem_gb / d.num_sm for d in map(device_by_name, TRAIN_GPUS_NVIDIA) if d.name not in left_out]
     return min(per_sm), max(per_sm)
 
 

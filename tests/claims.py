@@ -113,3 +113,13 @@ def e2e_seed_ranges() -> dict:
     seeds = [c for c in t.columns if c.startswith("seed")]
     return {(r["kind"], r["device"]): {**r.to_dict(), "range": f"{r['min_pct']:.1f}-{r['max_pct']:.1f}",
                                        "seeds": len(seeds), "first": r[seeds[0]]} for _, r in t.iterrows()}
+
+
+def held_out_gpus() -> dict:
+    """Rows of figures/tables/04-held-out-gpus.csv by (group, op_class)."""
+    return {(r["group"], r["op_class"]): r for _, r in table("04-held-out-gpus").iterrows()}
+
+
+def e2e_held_out() -> dict:
+    """Rows of figures/tables/e2e_held_out_gpus.csv by (kind, group)."""
+    return {(r["kind"], r["group"]): r for _, r in table("e2e_held_out_gpus").iterrows()}

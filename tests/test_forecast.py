@@ -278,3 +278,35 @@ def test_e2e_seed_table_by_hand():
     assert t.loc[("training", "G1"), ["seed0_pct", "seed1_pct", "min_pct", "max_pct"]].tolist() == [3.0, 7.0, 3.0, 7.0]
     assert t.loc[("inference", "ALL"), ["min_pct", "max_pct"]].tolist() == [1.0, 9.0]
     assert t.loc[("training", "ALL"), "paper_pct"] == 5.0 and np.isnan(t.loc[("inference", "G2"), "paper_pct"])
+
+
+def test_held_out_label_ape_forecasts_training_gpus_without_their_rows():
+    from lib.forecast import evaluate_labels, held_out_label_ape
+    from lib.selection import held_out_configs
+    labels = load_labels()
+    two = labels[(labels.model == "bert_large") & (labels["mode"] == "inference") & (labels.option == "")
+                 & labels.gpu.isin(["Tesla_V100-PCIE-32GB", "NVIDIA_H100_80GB_HBM3"])].groupby("gpu").head(1)
+    tiny = {c: {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 500}
+            for c in ("BMM", "FC", "EW", "SOFTMAX", "LN")}
+    out = held_out_label_ape(two, tiny)
+    assert out.device.tolist() == ["Tesla V100-PCIE-32GB"] and out.kind.tolist() == ["inference"]   # H100: none
+    v100 = two[two.device == "Tesla V100-PCIE-32GB"]
+    ref = evaluate_labels(v100, methods=["neusight"], cfg_by_class=held_out_configs("Tesla V100-PCIE-32GB", tiny))
+    assert out.neusight_ms.tolist() == pytest.approx(ref.neusight_ms.tolist())
+    assert held_out_label_ape(two[two.device != "Tesla V100-PCIE-32GB"], tiny).empty
+
+
+def test_e2e_held_out_table_by_hand():
+    from lib.report import e2e_held_out_table
+    key = {"model": "m", "mode": "inference", "batch": 1, "seq": 8, "option": ""}
+    held = pd.DataFrame([{**key, "gpu": "Tesla_T4", "device": "Tesla T4", "kind": "inference", "e2e_ms": 10.0,
+                          "neusight_ms": 13.0}])
+    committed = pd.DataFrame([{**key, "gpu": "Tesla_T4", "device": "Tesla T4", "kind": "inference", "e2e_ms": 10.0,
+                               "neusight_ms": 11.0},
+                              {**key, "gpu": "H100", "device": "NVIDIA H100 80GB HBM3", "kind": "inference",
+                               "e2e_ms": 10.0, "neusight_ms": 9.0}])
+    t = e2e_held_out_table(held, committed).set_index("group")
+    assert t.loc["Tesla T4", ["labels", "mape_pct", "trained_mape_pct", "median_ratio"]].tolist() == pytest.approx(
+        [1, 30.0, 10.0, 1.3])
+    assert t.loc["NVIDIA H100 80GB HBM3", "mape_pct"] == pytest.approx(10.0)
+    assert t.loc["every GPU never trained on", "mape_pct"] == pytest.approx(20.0)

@@ -33,3 +33,19 @@ def test_mape_ci_table_per_group():
     assert t.loc["a", "mape_pct"] == pytest.approx(10.0) and t.loc["a", "rows"] == 2
     assert (t.loc["a", "ci_low_pct"], t.loc["a", "ci_high_pct"]) == (10.0, 10.0)
     assert t.loc["b", "mape_pct"] == pytest.approx(50.0)
+
+
+def test_never_trained_table_by_hand():
+    from lib.metrics import NEVER_TRAINED_POOLS, never_trained_table
+    # GPU A held out: forecasts 11 and 18 of 10 and 20 (trained on: 10 and 22); GPU O never trained on: 30 of 20
+    held = pd.DataFrame({"device": ["A", "A"], "k": ["x", "x"], "pred": [11.0, 18.0], "meas": [10.0, 20.0],
+                         "trained": [10.0, 22.0]})
+    ood = pd.DataFrame({"device": ["O"], "k": ["x"], "pred": [30.0], "meas": [20.0]})
+    t = never_trained_table(held, ood, "k").set_index("group")
+    assert list(t.index) == ["A", "O", *NEVER_TRAINED_POOLS]
+    assert t.loc["A", ["n", "mape_pct", "trained_mape_pct"]].tolist() == pytest.approx([2, 10.0, 5.0])
+    assert t.loc["A", "median_ratio"] == pytest.approx((1.1 + 0.9) / 2)
+    assert t.loc["O", "mape_pct"] == pytest.approx(50.0) and np.isnan(t.loc["O", "trained_mape_pct"])
+    assert t.loc[NEVER_TRAINED_POOLS[0], "mape_pct"] == pytest.approx(10.0)
+    assert t.loc[NEVER_TRAINED_POOLS[2], ["n", "mape_pct"]].tolist() == pytest.approx([3, 70 / 3])
+    assert np.isnan(t.loc[NEVER_TRAINED_POOLS[2], "trained_mape_pct"])   # the OOD row has no trained forecast

@@ -11,7 +11,8 @@ import re
 
 import pandas as pd
 
-from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_seed_ranges, markdown_of,
+from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_held_out, e2e_seed_ranges,
+                    held_out_gpus, markdown_of,
                     mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
@@ -607,3 +608,56 @@ def test_05_seed_spread():
     says(NB05, f"H100 inference stays above on every seed ({h100['range']}% against {h100['paper_pct']:.1f}), and so does "
                f"A100-80GB training ({a80['range']}% against {a80['paper_pct']:.1f})")
     says(NB05, f"P100 inference comes closest, at {p100['min_pct']:.2f}% on one seed against the paper's {p100['paper_pct']:.2f}")
+
+
+def test_04_held_out_gpus():
+    """04 cell held-read: every training GPU forecast as if never trained on (04-held-out-gpus)."""
+    from lib.metrics import NEVER_TRAINED_POOLS
+    t, pool, every = held_out_gpus(), NEVER_TRAINED_POOLS[0], NEVER_TRAINED_POOLS[2]
+    m = lambda g, c, col="mape_pct": f"{t[(g, c)][col]:.1f}"
+    says(NB04, f"the MAPE is {m(pool, 'BMM')}% (BMM), {m(pool, 'FC')}% (FC), {m(pool, 'EW')}% (element-wise), "
+               f"{m(pool, 'SOFTMAX')}% (softmax) and {m(pool, 'LN')}% (layernorm). The model that trained on their GPU "
+               f"forecasts the same kernels to {m(pool, 'BMM', 'trained_mape_pct')}, {m(pool, 'FC', 'trained_mape_pct')}, "
+               f"{m(pool, 'EW', 'trained_mape_pct')}, {m(pool, 'SOFTMAX', 'trained_mape_pct')} and "
+               f"{m(pool, 'LN', 'trained_mape_pct')}")
+    paper = table("perop").query("source == 'paper' and split == 'OOD'").set_index("method").loc[
+        PAPER.removeprefix("paper: ")].set_index("op_class")["mape_pct"]
+    below = [c for c in OP_ORDER if t[(pool, c)]["mape_pct"] < paper[c]]
+    assert below == ["LN"]
+    trained_gpus = [g for (g, c) in t if c == "LN" and g not in NEVER_TRAINED_POOLS and not pd.isna(t[(g, c)]["trained_mape_pct"])]
+    worst = {c: max(trained_gpus, key=lambda g: t[(g, c)]["mape_pct"]) for c in OP_ORDER}
+    assert worst["LN"] == worst["SOFTMAX"] == A100_40 and worst["FC"] == worst["BMM"] == "Tesla V100-PCIE-32GB"
+    says(NB04, f"missed most on the row-wise classes: layernorm {m(A100_40, 'LN')}%, softmax {m(A100_40, 'SOFTMAX')}%")
+    v100 = "Tesla V100-PCIE-32GB"
+    says(NB04, f"missed most on the GEMMs: FC {m(v100, 'FC')}%, BMM {m(v100, 'BMM')}%")
+    gains = [c for c in OP_ORDER if t[(pool, c)]["mape_pct"] <= t[(pool, c)]["trained_mape_pct"]]
+    assert gains == ["BMM"]
+    says(NB04, f"loses nothing when its GPU is held out ({m(pool, 'BMM')}% against {m(pool, 'BMM', 'trained_mape_pct')}%)")
+    says(NB04, f"the MAPE is {m(every, 'BMM')}% (BMM), {m(every, 'FC')}% (FC), {m(every, 'EW')}% (element-wise), "
+               f"{m(every, 'SOFTMAX')}% (softmax) and {m(every, 'LN')}% (layernorm)")
+
+
+def test_05_held_out_gpus():
+    """05 cell held-read: every training GPU's labels forecast as if never trained on (e2e_held_out_gpus)."""
+    from lib.metrics import NEVER_TRAINED_POOLS
+    t, pool, every = e2e_held_out(), NEVER_TRAINED_POOLS[0], NEVER_TRAINED_POOLS[2]
+    inf = t[("inference", pool)]
+    says(NB05, f"the training GPUs' {inf['labels']} inference labels are off by {inf['mape_pct']:.1f}% on average, "
+               f"against {inf['trained_mape_pct']:.1f}% when their own GPU is trained on")
+    gpus = sorted((g for (k, g) in t if k == "inference" and g not in NEVER_TRAINED_POOLS
+                   and not pd.isna(t[(k, g)]["trained_mape_pct"])), key=lambda g: t[("inference", g)]["mape_pct"])
+    names = {**SHORT, A100_40: "A100-PCIE-40GB"}
+    says(NB05, "By GPU: " + ", ".join(f"{names[g]} {t[('inference', g)]['mape_pct']:.1f}%" for g in gpus))
+    v = t[("training", "Tesla V100-PCIE-32GB")]
+    says(NB05, f"The V100's {v['labels']} training labels are off by {v['mape_pct']:.1f}% ({v['trained_mape_pct']:.1f}% "
+               f"trained on)")
+    f = t[("fused inference", A100_40)]
+    says(NB05, f"the A100-PCIE-40GB's {f['labels']} fused labels by {f['mape_pct']:.1f}%")
+    fast = sorted(t[("inference", g)]["median_ratio"] for g in gpus if t[("inference", g)]["median_ratio"] < 1)
+    slow = sorted(t[("inference", g)]["median_ratio"] for g in gpus if t[("inference", g)]["median_ratio"] > 1)
+    assert {names[g] for g in gpus if t[("inference", g)]["median_ratio"] < 1} == {"P100", "P4", "T4"}
+    says(NB05, f"(median forecast / measured {fast[0]:.2f}-{fast[-1]:.2f}), V100 and A100-PCIE-40GB too slow "
+               f"({slow[0]:.2f}-{slow[-1]:.2f})")
+    says(NB05, f"the mean APE is {t[('inference', every)]['mape_pct']:.1f}% for inference, "
+               f"{t[('training', every)]['mape_pct']:.1f}% for training and {t[('fused inference', every)]['mape_pct']:.1f}% "
+               "for fused inference")

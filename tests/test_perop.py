@@ -99,3 +99,21 @@ def test_default_config_is_the_committed_one_at_seed_zero():
     assert default_config("BMM", False) is DEFAULT_CONFIGS["BMM"] and default_config("LN", True, 0) is KNOWN_CONFIGS["LN"]
     seeded, known = make_config(default_config("FC", True, 2))[0], make_config(KNOWN_CONFIGS["FC"])[0]
     assert seeded.seed == 2 and {**vars(seeded), "seed": 0} == vars(known)
+
+
+def test_held_out_gpu_forecasts_use_models_trained_without_that_gpu():
+    # tiny softmax models: T4's held-out shapes are forecast by the model trained without T4's rows, and only those rows
+    from lib.devices import device_by_name
+    from lib.kernels import predict_kernels
+    from lib.selection import held_out_configs
+    cfg = {"SOFTMAX": {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 500, "validation": "none"}}
+    test = perop.test_table(20)
+    test = test[test["op_class"] == "SOFTMAX"].reset_index(drop=True)
+    out = perop.held_out_gpu_forecasts(test, ["Tesla T4"], cfg)
+    t4 = ((test["device"] == "Tesla T4") & (test["split"] == "test_id")).to_numpy()
+    assert t4.any() and np.isfinite(out[t4]).all() and np.isnan(out[~t4]).all()
+    t4_rows, t4_spec = test[t4], device_by_name("Tesla T4")
+    assert out[t4] == pytest.approx(predict_kernels(t4_rows, t4_spec, cfg_by_class=held_out_configs("Tesla T4", cfg)))
+    assert not np.allclose(out[t4], predict_kernels(t4_rows, t4_spec, cfg_by_class=cfg))   # with T4: other weights
+    table = perop.held_out_gpu_mape(test.assign(held=out, pred_neusight=1.0), "held").set_index("group")
+    assert table.loc["Tesla T4", "kernels"] == t4.sum() and "NVIDIA A100 80GB PCIe" in table.index

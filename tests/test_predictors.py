@@ -109,7 +109,7 @@ def test_paper_configs_are_the_papers_predictor():
     """lib.selection.PAPER_CONFIGS resolve to the paper's MLP: 8 x 512, 100 epochs, its five features, AdamW defaults."""
     from lib.features import FEATURES
     for c in OP_CLASSES:
-        cfg, max_rows, features, validation, device_factors, overhead, hold_mem = P.make_config(selection.PAPER_CONFIGS[c])
+        cfg, max_rows, features, validation, device_factors, overhead, hold_mem, _ = P.make_config(selection.PAPER_CONFIGS[c])
         assert (cfg.layers, cfg.width, cfg.epochs, cfg.batch_size, cfg.lr) == (8, 512, 100, 4096, 1e-3)
         assert cfg.patience >= cfg.epochs and validation == "none"   # no early stopping: all 100 epochs
         assert features == FEATURES and max_rows is None
@@ -130,6 +130,30 @@ def test_leave_one_gpu_out_and_no_validation(tmp_path, monkeypatch):
     assert np.isnan(full.info["best_val_loss"]) or full.info["best_val_loss"] == float("inf")
     with pytest.raises(P.PredictorError, match="validation"):
         P.make_config({"validation": "NVIDIA H100 80GB HBM3"})   # an OOD GPU is never a validation fold
+
+
+def test_held_out_gpu_is_never_learned(tmp_path, monkeypatch):
+    """held_out_gpu drops that GPU's rows before anything else: not trained on, not validated on, not in f_mem's held
+    range; its key and file differ from the model trained with it, which stays as it was."""
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {**TINY, "epochs": 2, "patience": 2, "validation": "none", "hold_mem": True}
+    gpu = "Tesla P4"
+    feat = P.training_table("LN", TINY["max_rows"])
+    without = P.train_predictor("LN", {**cfg, "held_out_gpu": gpu})
+    assert without.info["train_rows"] == len(feat) - int((feat["device"] == gpu).sum())
+    assert without.mem_per_sm_gb[0] == pytest.approx(16 / 56)   # P4's 8 GB / 40 SMs left out: P100's is the least
+    full = P.train_predictor("LN", cfg)
+    assert full.info["train_rows"] == len(feat) and full.mem_per_sm_gb[0] == pytest.approx(8 / 40)
+    files = sorted(f.name for f in tmp_path.rglob("*.pt"))
+    assert len(files) == 2 and sum("withoutTeslaP4" in f for f in files) == 1
+    with pytest.raises(P.PredictorError, match="held_out_gpu"):
+        P.make_config({"held_out_gpu": "NVIDIA H100 80GB HBM3"})   # only a training GPU can be held out
+    with pytest.raises(P.PredictorError, match="held_out_gpu"):
+        P.make_config({"held_out_gpu": gpu, "validation": gpu})
+    configs = selection.held_out_configs(gpu)
+    assert set(configs) == set(OP_CLASSES)
+    for c, conf in configs.items():
+        assert conf == {**selection.DEFAULT_CONFIGS[c], "held_out_gpu": gpu, "envelope": False}
 
 
 def test_largest_rows_by_hand():

@@ -480,3 +480,24 @@ def test_how_far_off_to_expect():
     say(f"{len(ood)} labels without fusion), the forecast is off by {ood['neusight_ape'].mean():.1f}% on average (median "
         f"{ood['neusight_ape'].median():.1f}%). {int((ood['neusight_ape'] <= 10).sum())} of the {len(ood)} are within 10%, "
         f"and the worst is off by {worst['neusight_ape']:.1f}%")
+
+
+def test_held_out_gpus():
+    """How far off to expect, and the shortfall list: each training GPU forecast as if never trained on."""
+    from claims import e2e_held_out, held_out_gpus
+    from lib.metrics import NEVER_TRAINED_POOLS
+    e2e, per_op, pool = e2e_held_out(), held_out_gpus(), NEVER_TRAINED_POOLS[0]
+    inf = e2e[("inference", pool)]
+    by_gpu = {g: r["mape_pct"] for (k, g), r in e2e.items()
+              if k == "inference" and g not in NEVER_TRAINED_POOLS and not pd.isna(r["trained_mape_pct"])}
+    lo, hi = min(by_gpu, key=by_gpu.get), max(by_gpu, key=by_gpu.get)
+    assert (lo, hi) == ("Tesla P100-PCIE-16GB", "Tesla V100-PCIE-32GB")
+    say(f"its {inf['labels']} inference labels by {inf['mape_pct']:.1f}% on average, from {by_gpu[lo]:.1f}% (P100) "
+        f"to {by_gpu[hi]:.1f}% (V100)")
+    mape = {c: r["mape_pct"] for (g, c), r in per_op.items() if g == pool}
+    assert (min(mape, key=mape.get), max(mape, key=mape.get)) == ("EW", "FC")
+    say(f"the per-kernel MAPE pooled over the five is {mape['EW']:.1f}% (element-wise) to {mape['FC']:.1f}% (FC)")
+    paper = table("perop").query("source == 'paper' and split == 'OOD' and method.str.contains('NeuSight')")
+    paper = paper.set_index("op_class")["mape_pct"]
+    assert [c for c in mape if mape[c] < paper[c]] == ["LN"]   # "above the paper's OOD numbers for every class but layernorm"
+    say(f"and the end-to-end inference error is {inf['mape_pct']:.1f}% (notebook 05)")
