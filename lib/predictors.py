@@ -224,6 +224,7 @@ def _own_code() -> list[str]:
 
 
 def _short(gpu: str) -> str:
+    """A GPU's name in a cache file name: its last 12 letters and digits."""
     return "".join(ch for ch in gpu if ch.isalnum())[-12:]
 
 
