@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .metrics import bootstrap_mean_ci, never_trained_table
+from .metrics import NEVER_TRAINED_POOLS, bootstrap_mean_ci, never_trained_table
 from .ops import OP_CLASSES as OP_ORDER
 
 BEGIN_MARK = "<!-- results:begin"     # a README's marker may carry any note after this prefix
@@ -155,6 +155,23 @@ def e2e_per_gpu(inference: pd.DataFrame, training: pd.DataFrame, seeds: pd.DataF
     return out
 
 
+def held_out_summary(per_op: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
+    """MAPE % on GPUs never trained on: per op class (figures/tables/04-held-out-gpus.csv) and per kind of label
+    (e2e_held_out_gpus.csv), with each training GPU held out in turn, the same kernels or labels forecast by the
+    model trained on their GPU, the OOD GPUs, and every GPU never trained on pooled."""
+    held, ood, every = NEVER_TRAINED_POOLS
+    columns = {held: "training GPUs, each held out", "trained": "the same, trained on", ood: "OOD GPUs",
+               every: "every GPU never trained on"}
+    parts = []
+    for t, key, order in ((per_op, "op_class", OP_ORDER), (e2e, "kind", E2E_KINDS)):
+        w = t.pivot(index=key, columns="group", values="mape_pct")
+        w["trained"] = t[t["group"] == held].set_index(key)["trained_mape_pct"]
+        parts.append(w.reindex([k for k in order if k in w.index])[list(columns)].rename(columns=columns))
+    out = pd.concat(parts)
+    out.index = [f"{k} (per kernel)" if k in OP_ORDER else f"{k} (end to end)" for k in out.index]
+    return out
+
+
 def bench_summary(bench: pd.DataFrame) -> pd.DataFrame:
     """The `make bench` rows that have a target, with their value."""
     b = bench[bench["target"].notna() & (bench["target"].astype(str) != "")]
@@ -195,6 +212,9 @@ def render(tables: Path = paths.TABLES) -> str:
         "", markdown(e2e_summary(inf, train, fused, seeds)), "",
         "Per GPU (target: below the paper on every GPU):",
         "", markdown(e2e_per_gpu(inf, train, seeds)), "",
+        "GPUs never trained on, each training GPU held out in turn (notebooks 04 and 05, "
+        "`figures/tables/04-held-out-gpus.csv`, `e2e_held_out_gpus.csv`; MAPE %, no target):",
+        "", markdown(held_out_summary(read("04-held-out-gpus"), read("e2e_held_out_gpus"))), "",
         "Speed (`make bench`, `figures/tables/bench.csv`):",
         "", markdown(bench_summary(read("bench"))), "",
         END,

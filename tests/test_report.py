@@ -91,3 +91,19 @@ def test_seed_ranges_join_the_summaries():
     spread = pd.DataFrame({"split": ["OOD", "in-distribution"], "op_class": "BMM", "seeds": 5, "min_pct": [15.3, 1.0],
                            "max_pct": [15.7, 2.0]})
     assert report.perop_summary(perop, seeds=spread).loc["BMM", "OOD over 5 seeds, ours"] == "15.3 to 15.7"
+
+
+
+def test_held_out_summary_by_hand():
+    from lib.metrics import NEVER_TRAINED_POOLS
+    held, ood, every = NEVER_TRAINED_POOLS
+    per_op = pd.DataFrame({"group": ["Tesla T4", held, ood, every], "op_class": ["FC"] * 4,
+                           "mape_pct": [30.0, 30.0, 10.0, 20.0], "trained_mape_pct": [5.0, 5.0, None, None]})
+    e2e = pd.DataFrame({"group": [held, ood, every], "kind": ["inference"] * 3, "mape_pct": [25.0, 7.0, 16.0],
+                        "trained_mape_pct": [6.0, None, None]})
+    t = report.held_out_summary(per_op, e2e)
+    assert list(t.index) == ["FC (per kernel)", "inference (end to end)"]
+    assert t.loc["FC (per kernel)"].tolist() == [30.0, 5.0, 10.0, 20.0]
+    assert t.loc["inference (end to end)"].tolist() == [25.0, 6.0, 7.0, 16.0]
+    assert list(t.columns) == ["training GPUs, each held out", "the same, trained on", "OOD GPUs",
+                               "every GPU never trained on"]
