@@ -60,14 +60,19 @@ def never_trained_table(held: pd.DataFrame, ood: pd.DataFrame, by: str) -> pd.Da
     held: rows of the training GPUs forecast by models trained without that GPU (columns device, `by`, pred, meas,
     trained: the forecast when the GPU is trained on); ood: rows of GPUs never trained on at all (device, `by`, pred,
     meas). Columns out: group, `by`, n, mape_pct, median_ratio (of pred / meas), trained_mape_pct (NaN where a row
-    has no `trained`)."""
+    has no `trained`) and level_free_mape_pct: the MAPE left once each GPU's forecasts of each `by` value are divided
+    by their median pred / meas, a diagnosis that reads the measurements (how much of the error is one level per
+    GPU), not a forecast."""
     rows = pd.concat([held.assign(pool=0), ood.assign(pool=1, trained=np.nan)], ignore_index=True)
+    ratio = rows["pred"] / rows["meas"]
+    level = ratio.groupby([rows["device"], rows[by]]).transform("median")
     rows = rows.assign(group=rows["device"], err=ape(rows["pred"], rows["meas"]),
-                       trained_err=ape(rows["trained"], rows["meas"]), ratio=rows["pred"] / rows["meas"])
+                       trained_err=ape(rows["trained"], rows["meas"]), ratio=ratio,
+                       level_free_err=ape(rows["pred"] / level, rows["meas"]))
     pooled = [rows[rows["pool"] == 0], rows[rows["pool"] == 1], rows]
     rows = pd.concat([rows, *[p.assign(group=name) for name, p in zip(NEVER_TRAINED_POOLS, pooled) if len(p)]],
                      ignore_index=True)
     g = rows.groupby(["group", by], sort=False)
     trained = g["trained_err"].mean().where(g["trained_err"].count() == g.size())
     return pd.DataFrame({"n": g.size(), "mape_pct": g["err"].mean(), "median_ratio": g["ratio"].median(),
-                         "trained_mape_pct": trained}).reset_index()
+                         "trained_mape_pct": trained, "level_free_mape_pct": g["level_free_err"].mean()}).reset_index()

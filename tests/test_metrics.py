@@ -49,3 +49,5 @@ def test_never_trained_table_by_hand():
     assert t.loc[NEVER_TRAINED_POOLS[0], "mape_pct"] == pytest.approx(10.0)
     assert t.loc[NEVER_TRAINED_POOLS[2], ["n", "mape_pct"]].tolist() == pytest.approx([3, 70 / 3])
     assert np.isnan(t.loc[NEVER_TRAINED_POOLS[2], "trained_mape_pct"])   # the OOD row has no trained forecast
+    # level-free: A's forecasts / their median ratio 1.0 stay 11 and 18 (10%); O's single row / 1.5 is exact (0%)
+    assert t["level_free_mape_pct"].tolist() == pytest.approx([10.0, 0.0, 10.0, 0.0, 20 / 3])

@@ -633,6 +633,10 @@ def test_04_held_out_gpus():
     gains = [c for c in OP_ORDER if t[(pool, c)]["mape_pct"] <= t[(pool, c)]["trained_mape_pct"]]
     assert gains == ["BMM"]
     says(NB04, f"loses nothing when its GPU is held out ({m(pool, 'BMM')}% against {m(pool, 'BMM', 'trained_mape_pct')}%)")
+    lf = lambda c: f"{t[(pool, c)]['level_free_mape_pct']:.1f}"
+    says(NB04, f"falls to {lf('EW')}% (element-wise) and {lf('LN')}% (layernorm), while softmax keeps {lf('SOFTMAX')}%, "
+               f"BMM {lf('BMM')}% and FC {lf('FC')}%")
+    assert max(float(lf(c)) for c in ("EW", "LN")) < min(float(lf(c)) for c in ("SOFTMAX", "BMM", "FC"))
     # over all seven: the table keeps 4 significant digits, so a value such as 18.65 is quoted as 18.6 or 18.7
     text = flat(markdown_of(NB04)).split("over all seven GPUs never trained on")[1][:200]
     for c in OP_ORDER:
