@@ -137,8 +137,8 @@ def held_out_gpu_forecasts(df: pd.DataFrame, gpus=None, cfg_by_class: dict | Non
     (notebook 04)."""
     from tqdm.auto import tqdm
     from .selection import held_out_configs
-    out = np.full(len(df), np.nan)
-    for gpu in tqdm([g for g in (gpus or TRAIN_GPUS_NVIDIA) if g in set(df["device"])], desc="held-out GPUs"):
+    out, present = np.full(len(df), np.nan), set(df["device"])
+    for gpu in tqdm([g for g in (gpus or TRAIN_GPUS_NVIDIA) if g in present], desc="held-out GPUs"):
         rows = np.flatnonzero(((df["device"] == gpu) & (df["split"] == "test_id")).to_numpy())
         out[rows] = predict_kernels(df.iloc[rows], device_by_name(gpu), "neusight", "spec",
                                     held_out_configs(gpu, cfg_by_class))
