@@ -39,8 +39,8 @@ SHAPE_COLS = ["op", "B", "M", "N", "K", "H", "bytes"]
 METHODS = ("neusight", "roofline", "habitat", "li")
 CALIBRATION_CACHE = paths.CACHE / "calibration"
 # Modules whose source decides a NeuSight prediction or the calibration fit (cache key).
-_CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "utilization.py", "selection.py", "devices.py",
-                     "features.py", "tiles.py", "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py",
+_CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "predictor_config.py", "utilization.py",
+                     "selection.py", "devices.py", "features.py", "tiles.py", "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py",
                      "fusion.py", "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py", "overhead.py",
                      "baselines.py", "direct.py")
 
