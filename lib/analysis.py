@@ -100,12 +100,16 @@ def balance_flop_per_byte(device) -> float:
 
 
 def extrapolation_note(device) -> str | None:
-    """One line when a device's machine balance lies outside its vendor's training GPUs' range, else None (notebook 05)."""
-    from .devices import TRAIN_GPUS_AMD, TRAIN_GPUS_NVIDIA, all_devices
-    train = TRAIN_GPUS_NVIDIA if device.vendor == "nvidia" else TRAIN_GPUS_AMD
-    known = [d for d in all_devices().values() if d.name in train]
-    if not known or device.name in train:
+    """One line when a device is not an NVIDIA GPU, or its machine balance lies outside the training GPUs' range,
+    else None (notebook 05)."""
+    from .devices import TRAIN_GPUS_NVIDIA, all_devices
+    if device.vendor != "nvidia":
+        return (f"{device.name} is not an NVIDIA GPU: the NeuSight and Habitat-style predictors learned from NVIDIA "
+                "GPUs only and tile its kernels by CUDA's launch rules, so its forecasts are unvalidated (AMD is "
+                "future work)")
+    if device.name in TRAIN_GPUS_NVIDIA:
         return None
+    known = [d for d in all_devices().values() if d.name in TRAIN_GPUS_NVIDIA]
     lo, hi = (f(balance_flop_per_byte(d) for d in known) for f in (min, max))
     b = balance_flop_per_byte(device)
     if lo <= b <= hi:

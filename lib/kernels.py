@@ -5,6 +5,7 @@
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
 the others; `bytes` for op 'mem'); other columns are carried through. PRED.csv = input + pred_ms.
+A linear row with B > 1 is forecast as the one GEMM torch runs for it, over B*M rows (flatten_linear).
 --config: {op class: training config} for the NeuSight MLPs, used on every GPU (default:
 lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the five training
 GPUs; the trained weights are cached under build/predictors/; for a GPU never trained on, the classes with
@@ -87,6 +88,24 @@ def _booleans(col: pd.Series) -> np.ndarray:
     return np.zeros(len(col), bool)
 
 
+# torch runs a linear layer on a [B, M, N] input as one GEMM over its B*M rows (F.linear flattens the
+# leading dimensions; the weight is shared), so (B, M) -> (1, B*M): the launched grid has
+#     num_tiles = ceil(B*M / tile_m) * ceil(K / tile_n),   not   B * ceil(M / tile_m) * ceil(K / tile_n)
+# FLOPs and bytes are unchanged (lib.roofline already counts one weight). Every linear row of the dataset
+# and of lib.graph_ops has B = 1.
+def flatten_linear(df: pd.DataFrame) -> pd.DataFrame:
+    """Copy of a checked kernel table with every linear row's B folded into M (B = 1; notebook 04)."""
+    if "B" not in df.columns:
+        return df
+    linear = (df["op"] == "linear").to_numpy() & (df["B"].to_numpy(float) != 1)
+    if not linear.any():
+        return df
+    out = df.copy()
+    out.loc[linear, "M"] = out.loc[linear, "B"] * out.loc[linear, "M"]
+    out.loc[linear, "B"] = 1
+    return out
+
+
 def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:
     out = df.copy()
     for k, v in device.spec_columns().items():
@@ -130,7 +149,7 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
         raise KernelInputError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if tiles not in TILES:
         raise KernelInputError(f"unknown tiles {tiles!r}; known: {', '.join(TILES)}")
-    df = _with_spec(check_kernels(df).reset_index(drop=True), device)
+    df = _with_spec(flatten_linear(check_kernels(df).reset_index(drop=True)), device)
     out = np.full(len(df), np.nan)
     mem = (df["op"] == MEM_OP).to_numpy()
     # latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3

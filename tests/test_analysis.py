@@ -64,6 +64,9 @@ def test_machine_balance_and_extrapolation_note():
     assert A.extrapolation_note(device_by_name("NVIDIA H200")) is None
     assert A.extrapolation_note(device_by_name("NVIDIA H100 80GB HBM3")) is None
     assert A.extrapolation_note(t4) is None            # a training GPU is never an extrapolation
+    # no AMD predictor exists: every AMD GPU, MI100 (an AMD training GPU) included, gets the vendor's warning
+    for name in ("AMD Instinct MI100", "AMD Instinct MI250"):
+        assert A.extrapolation_note(device_by_name(name)).startswith(f"{name} is not an NVIDIA GPU")
 
 
 def test_peak_reached():

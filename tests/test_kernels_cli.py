@@ -147,6 +147,20 @@ def test_api_rejects_unknown_method():
         predict_kernels(KERNELS.rename(columns={"OPName": "op"}), load_device(L4), method="magic")
 
 
+@pytest.mark.parametrize("method", ["neusight", "habitat"])   # roofline reads FLOPs and bytes, the same either way
+def test_api_linear_with_batch_is_one_gemm_over_its_rows(method):
+    # F.linear on a [8, 65, 1024] input runs one GEMM over 8 * 65 = 520 rows: on a 128-row tile that is
+    # ceil(520 / 128) = 5 row tiles, not 8 * ceil(65 / 128) = 8
+    from lib.kernels import flatten_linear
+    batched = pd.DataFrame({"op": ["linear", "bmm"], "B": [8, 8], "M": [65, 65], "N": [1024, 64], "K": [4096, 64]})
+    flat = flatten_linear(batched)
+    assert flat[["B", "M"]].to_numpy().tolist() == [[1, 520], [8, 65]]     # bmm rows keep their batch
+    assert batched["B"].tolist() == [8, 8]                                  # the input is not changed
+    dev, cfg = load_device(H200), {c: TINY for c in ("BMM", "FC", "EW", "SOFTMAX", "LN")}
+    assert predict_kernels(batched, dev, method, cfg_by_class=cfg) == pytest.approx(
+        predict_kernels(flat, dev, method, cfg_by_class=cfg), rel=1e-9)
+
+
 def test_api_identical_kernels_predicted_once_same_result():
     from lib.kernels import _dedup
     df = pd.DataFrame({"op": ["add", "add", "gelu", "add"], "B": [2, 2, 2, 3], "H": [4, 4, 4, 4]})
