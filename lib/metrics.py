@@ -29,8 +29,8 @@ def bootstrap_mean_ci(values, n_boot: int = BOOTSTRAP_RESAMPLES, level: float = 
     """
     # means_b = mean(values[idx_b]), idx_b ~ n draws with replacement;  CI = quantiles (1 -+ level) / 2
     v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v)]
-    if len(v) == 0:
+    v = v[~np.isnan(v)]                  # NaN: no forecast (e.g. Li et al. on an unmeasured GPU)
+    if len(v) == 0 or np.isinf(v).any():   # an infinite error (an overflowed forecast): the mean has no interval
         return (np.nan, np.nan)
     rng = np.random.default_rng(seed)
     means = np.concatenate([v[rng.integers(0, len(v), size=(min(_CHUNK, n_boot - i), len(v)))].mean(axis=1)

@@ -16,6 +16,8 @@ def test_bootstrap_two_points_by_hand():
     assert metrics.bootstrap_mean_ci([0.0, 10.0]) == (0.0, 10.0)
     assert metrics.bootstrap_mean_ci([7.0] * 5) == (7.0, 7.0)
     assert np.isnan(metrics.bootstrap_mean_ci([np.nan])[0])
+    assert metrics.bootstrap_mean_ci([np.nan, 0.0, 10.0]) == (0.0, 10.0)   # NaN rows are no forecast: left out
+    assert np.isnan(metrics.bootstrap_mean_ci([1.0, np.inf])).all()     # an infinite mean has no interval
 
 
 def test_bootstrap_matches_normal_approximation():
