@@ -32,16 +32,18 @@ import pandas as pd
 from . import paths
 from .analysis import extrapolation_note, memory_note
 from .devices import Device, DeviceError, load_device
-from .fusion import fuse_elementwise, fused_scale
+from .fusion import fuse_elementwise
 from .graph import GraphError, capture, parameter_count
+from .traffic import traffic_scale
 
 SHAPE_COLS = ["op", "B", "M", "N", "K", "H", "bytes"]
 METHODS = ("neusight", "roofline", "habitat", "li")
 CALIBRATION_CACHE = paths.CACHE / "calibration"
 # Modules whose source decides a NeuSight prediction or the calibration fit (cache key).
 _CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "predictor_config.py", "utilization.py",
-                     "selection.py", "devices.py", "features.py", "tiles.py", "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py",
-                     "fusion.py", "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py", "overhead.py",
+                     "selection.py", "devices.py", "envelope.py", "ops.py", "traffic.py", "features.py", "tiles.py",
+                     "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py", "fusion.py",
+                     "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py", "overhead.py",
                      "baselines.py", "direct.py")
 
 
@@ -54,18 +56,19 @@ def predict_table(kernels: pd.DataFrame, device: Device, method: str = "neusight
     uniq = key.drop_duplicates().reset_index(drop=True)
     uniq["pred_ms"] = predict_kernels(uniq.replace(-1.0, np.nan), device, method, tiles, cfg_by_class, habitat_cfg, seed)
     out = kernels.copy()
-    out["pred_ms"] = key.merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy() * fused_scale(kernels)
+    out["pred_ms"] = key.merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy() * traffic_scale(kernels)
     out["total_ms"] = out["pred_ms"] * out["count"]
     return out
 
 
 def _calibration_key(method: str, tiles: str, cfg_by_class: dict | None) -> str:
-    from .train import code_text   # comments and docstrings do not reach the key
+    from .data import fingerprint   # the kernel dataset the predictors learn from
+    from .train import code_text     # comments and docstrings do not reach the key
     here = Path(__file__).parent
     src = "".join(code_text((here / f).read_text()) for f in _CALIBRATION_CODE if (here / f).exists()).encode()
     labels = sorted(str(p.relative_to(paths.LABELS)) for p in paths.LABELS.glob("*/*.json"))
-    blob = json.dumps({"method": method, "tiles": tiles, "cfg": cfg_by_class, "labels": labels},
-                      sort_keys=True, default=str).encode()
+    blob = json.dumps({"method": method, "tiles": tiles, "cfg": cfg_by_class, "labels": labels,
+                       "data": fingerprint("nvidia")}, sort_keys=True, default=str).encode()
     return hashlib.sha256(src + blob).hexdigest()[:16]
 
 
@@ -167,7 +170,7 @@ def forecast_sweep(model_config, devices, batches, seq: int, mode: str, method: 
         uniq["pred_ms"] = predict_kernels(uniq.replace(-1.0, np.nan), dev, method, tiles, cfg_by_class)
         for b, t in tables.items():
             pred = t[SHAPE_COLS].fillna(-1.0).merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy()
-            pred = pred * fused_scale(t)
+            pred = pred * traffic_scale(t)
             table = t.assign(pred_ms=pred, total_ms=pred * t["count"].to_numpy())
             if factors is not None:
                 table = apply_calibration(table, factors)

@@ -1,18 +1,17 @@
 """Fused kernels: chains of element-wise kernels merged, and folded into a following reduction (notebook 05).
 
 `fuse_elementwise(table)` turns a captured kernel table (lib.graph.capture) into the fused variant the
-`-fusion` labels measured; `fused_scale(table)` prices the side inputs a fused softmax/layernorm reads.
+`-fusion` labels measured; lib.traffic.traffic_scale prices the side inputs a fused softmax/layernorm reads.
 """
 from __future__ import annotations
 
 import ast
 import math
 
-import numpy as np
 import pandas as pd
 
 from .ops import FP32_BYTES
-from .roofline import EW_BINARY, flops_and_bytes
+from .roofline import EW_BINARY
 
 # Fused chain op: the costliest transcendental member if any, else binary 'add' if any member
 # reads two tensors, else unary 'addu'. Traffic of the fused kernel = one read + one write of B x H.
@@ -37,11 +36,24 @@ def side_bytes(r: dict) -> float:
     return float(FP32_BYTES * (sum(numels) - max(numels, default=0)))
 
 
+# A kernel that moves one number at most (a 0-dim constant, as GPT-2's attention fills torch.full([], finfo.min)
+# between its division and its `where`) does not break a chain: a fusing compiler folds the constant into the
+# kernel that reads it. Such records are kept, before the chain they sat in.
+SCALAR_BYTES = 8
+
+
+def _is_scalar(r: dict) -> bool:
+    return r["op"] == "mem" and r.get("bytes", math.nan) <= SCALAR_BYTES
+
+
 def _fuse_chains(records: list) -> list:
-    """Merge each run of adjacent fusable records (same phase, layer, count, B x H) into one."""
-    out, run = [], []
+    """Merge each run of adjacent fusable records (same phase, layer, count, B x H) into one; a scalar
+    record inside a run (`_is_scalar`) does not end it."""
+    out, run, held = [], [], []
 
     def flush():
+        out.extend(held)
+        held.clear()
         if not run:
             return
         if len(run) == 1:
@@ -58,6 +70,9 @@ def _fuse_chains(records: list) -> list:
         run.clear()
 
     for r in records:
+        if run and _is_scalar(r):
+            held.append(r)
+            continue
         if r["fusable"] and run and all(r[k] == run[-1][k] for k in _FUSE_KEYS):
             run.append(r)
             continue
@@ -95,17 +110,3 @@ def fuse_elementwise(df: pd.DataFrame, into_reductions: bool = True) -> pd.DataF
     extra = [c for c in ("fused", "extra_bytes") if c not in df]
     return pd.DataFrame(out, columns=list(df.columns) + extra)
 
-
-def fused_scale(table: pd.DataFrame) -> np.ndarray:
-    """Latency factor per row for the operands a fused softmax/layernorm reads on top of its own (1 elsewhere)."""
-    scale = np.ones(len(table))
-    if "extra_bytes" not in table:
-        return scale
-    extra = table["extra_bytes"].fillna(0.0).to_numpy(dtype=float)
-    rows = extra > 0
-    if rows.any():
-        # a memory-bound kernel's time scales with its traffic:
-        #     latency_fused = latency_reduction * (bytes_reduction + extra_bytes) / bytes_reduction
-        _, own_bytes = flops_and_bytes(table[rows])
-        scale[rows] = (own_bytes + extra[rows]) / own_bytes
-    return scale

@@ -1,8 +1,9 @@
-"""Tests of lib.fusion: element-wise chains and reduction prologues, by hand."""
+"""Tests of lib.fusion and lib.traffic: element-wise chains, reduction prologues and backward kernels, by hand."""
 import pandas as pd
 import pytest
 
 from lib import fusion
+from lib.traffic import traffic_scale, without_backward_traffic_ms
 
 
 def test_fuse_elementwise_merges_adjacent_chain():
@@ -30,8 +31,8 @@ def test_fuse_elementwise_folds_chain_into_following_reduction():
     # the binary add's second tensor is read on top: 4 B/elem x 4 x 8
     assert list(fused.extra_bytes) == [0.0, 128.0, 0.0, 0.0]
     # ln bytes = 4*2*B*H + 8*H = 256 + 64 = 320 -> (320 + 128) / 320 = 1.4
-    assert fusion.fused_scale(fused) == pytest.approx([1.0, 1.4, 1.0, 1.0])
-    assert fusion.fused_scale(pd.DataFrame(rows)) == pytest.approx([1.0] * 6)
+    assert traffic_scale(fused) == pytest.approx([1.0, 1.4, 1.0, 1.0])
+    assert traffic_scale(pd.DataFrame(rows)) == pytest.approx([1.0] * 6)
     chains = fusion.fuse_elementwise(pd.DataFrame(rows), into_reductions=False)
     assert list(chains.aten) == ["d", "s", "r", "n", "g", "m"] and chains.extra_bytes.sum() == 0
 
@@ -47,4 +48,30 @@ def test_fold_charges_only_side_inputs():
     fused = fusion.fuse_elementwise(pd.DataFrame(rows))
     assert list(fused.aten) == ["fused(m,s)"] and fused.extra_bytes.iloc[0] == 128
     # softmax bytes = 4 * 2 * 64 = 512 -> (512 + 128) / 512
-    assert fusion.fused_scale(fused) == pytest.approx([1.25])
+    assert traffic_scale(fused) == pytest.approx([1.25])
+
+
+def test_a_scalar_constant_inside_a_chain_does_not_break_it():
+    # GPT-2's attention: scores / scale, a 0-dim fill (4 bytes), where(mask, scores, fill), softmax
+    rows = [dict(aten="d", phase="fw", op="divu", B=4, H=8, count=2, layer="layer", fusable=True, bytes=float("nan")),
+            dict(aten="f", phase="fw", op="mem", B=None, H=None, count=2, layer="layer", fusable=False, bytes=4.0),
+            dict(aten="w", phase="fw", op="add", B=4, H=8, count=2, layer="layer", fusable=True, bytes=float("nan")),
+            dict(aten="s", phase="fw", op="softmax", B=4, H=8, count=2, layer="layer", fusable=False,
+                 bytes=float("nan"))]
+    fused = fusion.fuse_elementwise(pd.DataFrame(rows))
+    assert list(fused.aten) == ["f", "fused(fused(d,w),s)"]      # the fill is kept, before the chain
+    # a copy of more than one number still ends the chain
+    big = fusion.fuse_elementwise(pd.DataFrame([*rows[:1], dict(rows[1], bytes=256.0), *rows[2:]]))
+    assert list(big.aten) == ["d", "f", "fused(w,s)"]
+
+
+def test_backward_softmax_and_layernorm_read_one_tensor_more():
+    rows = pd.DataFrame([dict(phase=ph, op=op, B=4, H=8) for ph in ("fw", "bw") for op in ("softmax", "ln", "add")])
+    # softmax: 4 * 2 * 32 = 256 B forward, + 4 * 32 in backward -> 1.5; ln: 256 + 8 * 8 = 320 -> 448 / 320 = 1.4
+    assert traffic_scale(rows) == pytest.approx([1.0, 1.0, 1.0, 1.5, 1.4, 1.0])
+    # a fused prologue's side inputs add to the backward tensor: (256 + 128 + 64) / 256
+    assert traffic_scale(rows.iloc[[3]].assign(extra_bytes=64.0)) == pytest.approx([1.75])
+    assert traffic_scale(rows, backward=False) == pytest.approx([1.0] * 6)
+    # priced as forward kernels: 2 ms of backward softmax at 1.5x was 2 / 1.5 ms; the rest is unchanged
+    table = rows.iloc[[0, 3]].assign(total_ms=[1.0, 2.0])
+    assert without_backward_traffic_ms(table) == pytest.approx(1.0 + 2.0 / 1.5)

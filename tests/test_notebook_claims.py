@@ -668,3 +668,25 @@ def test_05_held_out_gpus():
     says(NB05, f"the mean APE is {t[('inference', every)]['mape_pct']:.1f}% for inference, "
                f"{t[('training', every)]['mape_pct']:.1f}% for training and {t[('fused inference', every)]['mape_pct']:.1f}% "
                "for fused inference")
+
+
+def test_05_backward_traffic():
+    """05 cell bw-traffic-read: training labels with and without the backward traffic rule (e2e_backward_traffic)."""
+    t = table("e2e_backward_traffic")
+    up = 100 * (t["with_ms"] / t["without_ms"] - 1)
+    assert (up > 0).all()
+    says(NB05, f"the rule makes every training forecast slower, by {up.min():.1f}-{up.max():.1f}%")
+    mean = t[["without_ape", "with_ape"]].mean()
+    assert f"{mean['without_ape']:.1f}" == f"{mean['with_ape']:.1f}"
+    says(NB05, f"The mean APE over all {len(t)} training labels stays at {mean['with_ape']:.1f}%")
+    ape = t.groupby("device")[["without_ape", "with_ape"]].mean()
+    a100 = t[t["device"] == A100_80]
+    fast = int((a100["without_ms"] < a100["e2e_ms"]).sum())
+    assert fast > len(a100) / 2 and ape.loc[A100_80, "with_ape"] < ape.loc[A100_80, "without_ape"]
+    v100 = "Tesla V100-PCIE-32GB"
+    assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_ape"]
+    says(NB05, f"The A100-80GB's labels, most of them forecast too fast, improve ({ape.loc[A100_80, 'without_ape']:.1f}% -> "
+               f"{ape.loc[A100_80, 'with_ape']:.1f}%), V100's get worse ({ape.loc[v100, 'without_ape']:.1f}% -> "
+               f"{ape.loc[v100, 'with_ape']:.1f}%)")
+    assert abs(ape.loc[H100, "with_ape"] - ape.loc[H100, "without_ape"]) < 0.05
+    says(NB05, "the H100's hardly move")

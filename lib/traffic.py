@@ -1,0 +1,52 @@
+"""Softmax and layernorm kernels that move more bytes than the forward kernels their predictors learned (notebook 05).
+
+The softmax and layernorm predictors learned forward kernels only (the kernel dataset has no other): read x, write
+y, one B x H tensor each. Two kinds of kernel in a model move more:
+- a fused kernel that runs an element-wise chain as its prologue also reads the chain's side inputs
+  (`extra_bytes`, lib.fusion.fuse_elementwise);
+- a backward kernel reads one B x H tensor more: softmax's reads y and dy and writes dx, layernorm's reads x and
+  dy and writes dx (its mean, rstd, gamma and the dgamma / dbeta sums are rows or columns, not B x H).
+A memory-bound kernel's time scales with its traffic, so each is priced from the forward kernel of its shape:
+    latency = latency_forward(B, H) * (bytes_forward + extra_bytes) / bytes_forward
+    extra_bytes(backward) = 4 * B * H        (fp32)
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .ops import FP32_BYTES
+from .roofline import flops_and_bytes
+
+REDUCTIONS = ("softmax", "ln")
+BACKWARD_PHASE = "bw"
+
+
+def backward_extra_bytes(table: pd.DataFrame) -> np.ndarray:
+    """fp32 bytes of the one B x H tensor a backward softmax / layernorm kernel reads on top (0 elsewhere)."""
+    if "phase" not in table:
+        return np.zeros(len(table))
+    rows = (table["phase"] == BACKWARD_PHASE).to_numpy() & table["op"].isin(REDUCTIONS).to_numpy()
+    return np.where(rows, FP32_BYTES * table["B"].to_numpy(float) * table["H"].to_numpy(float), 0.0)
+
+
+def traffic_scale(table: pd.DataFrame, backward: bool = True) -> np.ndarray:
+    """Latency factor per row of a kernel table for the bytes a softmax / layernorm kernel moves beyond the
+    forward kernel of its shape: a fused prologue's side inputs and (backward=True) a backward kernel's extra
+    tensor; 1 elsewhere."""
+    extra = backward_extra_bytes(table) if backward else np.zeros(len(table))
+    if "extra_bytes" in table:
+        extra = extra + table["extra_bytes"].fillna(0.0).to_numpy(dtype=float)
+    scale = np.ones(len(table))
+    rows = extra > 0
+    if rows.any():
+        _, own_bytes = flops_and_bytes(table[rows])
+        scale[rows] = (own_bytes + extra[rows]) / own_bytes
+    return scale
+
+
+def without_backward_traffic_ms(table: pd.DataFrame) -> float:
+    """A predicted kernel table's (lib.forecast.forecast_table) total ms had backward kernels been priced as the
+    forward kernels of their shape, without their extra tensor: the forecast before this module (notebook 05)."""
+    factor = traffic_scale(table, backward=False) / traffic_scale(table)
+    return float((table["total_ms"].to_numpy(float) * factor).sum())
