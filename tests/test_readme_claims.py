@@ -354,6 +354,18 @@ def test_e2e_fixed_time_variant():
         f"{switch['hidden_t0_ape'].mean():.1f}%")
 
 
+def test_backward_traffic():
+    """Training labels with and without the backward traffic rule: e2e_backward_traffic."""
+    t = table("e2e_backward_traffic")
+    up = 100 * (t["with_ms"] / t["without_ms"] - 1)
+    ape = t.groupby("device")[["without_ape", "with_ape"]].mean()
+    a, v = ape.loc["NVIDIA A100 80GB PCIe"], ape.loc["Tesla V100-PCIE-32GB"]
+    say(f"it makes every training forecast {span(up.min(), up.max(), '.1f')}% slower, and the mean APE over the "
+        f"{len(t)} training labels stays at {t['with_ape'].mean():.1f}% (A100-80GB {a['without_ape']:.1f}% -> "
+        f"{a['with_ape']:.1f}%, V100 {v['without_ape']:.1f}% -> {v['with_ape']:.1f}%;")
+    assert f"{t['without_ape'].mean():.1f}" == f"{t['with_ape'].mean():.1f}" and (up > 0).all()
+
+
 def test_fusion_rules():
     """Chains-only vs folded fusion, and A100's fused BERT labels: e2e_fusion_rules."""
     rules = table("e2e_fusion_rules")
