@@ -72,10 +72,13 @@ def test_layer_multiplication_equals_full_depth(tmp_path, mode):
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
 def test_switch_layer_multiplication_equals_full_depth(tmp_path, mode):
-    # Switch: period of 2 blocks (dense, sparse), first block special (relative position bias)
-    path = _write(tmp_path, TINY_SWITCH)
+    # Switch: period of 2 blocks (dense, sparse), first block special (relative position bias). 8 blocks per
+    # stack are 4 periods, one more than the 3 that a reduced capture builds, so the middle one is multiplied
+    path = _write(tmp_path, dict(TINY_SWITCH, num_layers=8, num_decoder_layers=8, num_sparse_encoder_layers=4,
+                                 num_sparse_decoder_layers=4))
     reduced = graph.capture(path, 1, 16, mode, use_cache=False)
-    full = graph.capture(path, 1, 16, mode, depths=(6, 6), use_cache=False)
+    full = graph.capture(path, 1, 16, mode, depths=(8, 8), use_cache=False)
+    assert len(reduced) < len(full)
     assert reduced["count"].sum() == full["count"].sum()
     pd.testing.assert_series_equal(_totals(reduced), _totals(full))
 
