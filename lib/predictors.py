@@ -39,7 +39,7 @@ from .features import EXTRA_FEATURES, FEATURES, add_features
 from .overhead import OverheadMLP, overhead_predict_ms
 from .predictor_config import LARGEST_SHARE, VALIDATIONS, largest_rows, make_config  # noqa: F401 (re-exported)
 from .selection import (CANDIDATES, DEFAULT_CONFIGS, KNOWN_CONFIGS, KNOWN_SELECTED, LOGO_CONFIGS,  # noqa: F401
-                        LOGO_ONLY_CONFIGS, LOGO_SELECTED, SELECTED)
+                        LOGO_ONLY_CONFIGS, LOGO_SELECTED, SELECTED, spread_seed)
 from .train import TrainConfig
 from .utilization import (PredictorError, UtilizationMLP, _predict_ms, _tensors,  # noqa: F401 (re-exported)
                           alpha_beta, device_efficiency, device_index, hold_mem_term, input_names, latency_ms,
@@ -242,9 +242,9 @@ def get_predictor(op_class: str, cfg=None) -> NeuSightPredictor:
 
 def default_config(op_class: str, known_gpu: bool, seed: int = 0) -> dict:
     """The default config of a class: KNOWN_CONFIGS on a training GPU, DEFAULT_CONFIGS on any other; `seed`
-    other than 0 trains the same config from that seed instead (the seed spread of notebooks 04 and 05)."""
+    other than 0 trains run `seed` of the seed spread of notebooks 04 and 05 instead (lib.selection.spread_seed)."""
     cfg = (KNOWN_CONFIGS if known_gpu else DEFAULT_CONFIGS)[op_class]
-    return {**cfg, "seed": seed} if seed else cfg
+    return {**cfg, "seed": spread_seed(cfg, seed)} if seed else cfg
 
 
 # Every NeuSight forecast exceeds the roofline time over the device efficiency:

@@ -110,8 +110,8 @@ def perop_summary(perop: pd.DataFrame, ci: pd.DataFrame | None = None,
 
 def e2e_summary(inference: pd.DataFrame, training: pd.DataFrame, fused: pd.DataFrame,
                 seeds: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Mean end-to-end APE (%) per mode, ours and the paper's NeuSight on the same labels; with `seeds` (notebook
-    05's e2e_seed_spread table) our range over the training seeds."""
+    """Mean end-to-end APE (%) per mode, ours (every label) and the paper's NeuSight (the labels its tables have);
+    with `seeds` (notebook 05's e2e_seed_spread table) our range over the training seeds."""
     rows = {"inference": (inference, "paper_neusight"), "training": (training, "paper_neusight"),
             "fused inference": (fused, "paper_ape_pct")}
     out = pd.DataFrame({mode: {"labels": len(t), "ours": t["neusight_ape"].mean(), "paper": t[paper].mean()}
@@ -207,9 +207,13 @@ def render(tables: Path = paths.TABLES) -> str:
         "", markdown(perop_summary(read("perop"), read("perop_ci"), read("04-seed-spread"))), "",
         "95% intervals: bootstrap over held-out kernels or labels (`lib.metrics.bootstrap_mean_ci`); "
         "'below' / 'above': the whole interval lies there. 'Over N seeds': the least to the largest when the "
-        "models are trained from each of N seeds, the committed one among them.", "",
+        "models are trained from each of N seeds, the committed one among them (an ensemble's runs share no seed). "
+        "Spec-only tiles: the rule (`lib.kernels.SPEC_TILES`) was chosen on the in-distribution rows that the "
+        "in-distribution column scores (notebook 04).", "",
         "End-to-end mean APE % over the NVIDIA labels (notebook 05, `figures/tables/e2e_*.csv`):",
         "", markdown(e2e_summary(inf, train, fused, seeds)), "",
+        "'ours': every label; 'paper' and 'ours - paper': the labels with a cell in the paper's tables (one per GPU, "
+        "model and batch: A100-PCIE-40GB's two SwitchTransformer inference labels at 2,048 tokens have none).", "",
         "Per GPU (target: below the paper on every GPU):",
         "", markdown(e2e_per_gpu(inf, train, seeds)), "",
         "GPUs never trained on, each training GPU held out in turn (notebooks 04 and 05, "

@@ -237,11 +237,19 @@ PAPER_CONFIGS = {c: {"layers": 8, "width": 512, "epochs": 100, "patience": 100, 
                      "features": FEATURES} for c in OP_CLASSES}
 
 
+# An ensemble of n trains seeds seed..seed+n-1 (lib.predictors.train_predictor), so run k of a seed spread starts
+# at k * n: runs share no member (seeds 0-2, 3-5, ... for n = 3), and run 0 is the committed model.
+def spread_seed(cfg: dict, run: int) -> int:
+    """The `seed` of run `run` of a seed spread for one config: run * its ensemble size (notebooks 04 and 05)."""
+    return run * cfg.get("ensemble", 1)
+
+
 def seeded(cfg_by_class: dict | None, seed: int) -> tuple[dict | None, int]:
-    """(cfg_by_class, seed) for lib.kernels.predict_kernels that trains from `seed`: given configs carry it as
-    their `seed` key (and the argument stays 0), the defaults take it as the argument (notebooks 04 and 05)."""
+    """(cfg_by_class, seed) for lib.kernels.predict_kernels that trains run `seed` of a seed spread: given configs
+    carry spread_seed as their `seed` key (and the argument stays 0), the defaults take `seed` as the argument
+    (lib.predictors.default_config applies spread_seed; notebooks 04 and 05)."""
     if cfg_by_class:
-        return {c: {**cfg, "seed": seed} for c, cfg in cfg_by_class.items()}, 0
+        return {c: {**cfg, "seed": spread_seed(cfg, seed)} for c, cfg in cfg_by_class.items()}, 0
     return None, seed
 
 

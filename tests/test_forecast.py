@@ -10,7 +10,7 @@ import pytest
 from lib import analysis, calibration, paths
 from lib.devices import TRAIN_GPUS_NVIDIA, load_device
 from lib.forecast import forecast, forecast_sweep, forecast_table, summarize
-from lib.labels import load_labels, paper_e2e_table, paper_fusion_table
+from lib.labels import PAPER_SEQ, load_labels, paper_e2e_table, paper_fusion_table
 
 GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"
 BERT = paths.MODEL_CONFIGS / "bert_large.json"
@@ -169,6 +169,17 @@ def test_paper_tables():
     assert len(fu) == 16 and fu.fused.sum() == 8
     row = fu[(fu.gpu == "NVIDIA_A100-PCIE-40GB") & (fu.model == "bert_large") & (fu.batch == 8) & fu.fused]
     assert row.paper_meas_ms.iloc[0] == pytest.approx(174.8) and row.paper_ape_pct.iloc[0] == pytest.approx(17.2)
+
+
+def test_paper_seq_is_every_labels_but_a100_switch_2048():
+    # the paper's cells carry no sequence: each model's labels share one, except A100-PCIE-40GB's SwitchTransformer
+    # inference, measured at 2,048 tokens too, whose paper cell the 512-token label takes (lib.labels.PAPER_SEQ)
+    lab = load_labels()
+    lab = lab[(lab.vendor == "nvidia") & (lab.option == "")]
+    other = lab[lab.seq != lab.model.map(PAPER_SEQ)]
+    assert set(zip(other.gpu, other.model, other["mode"], other.seq)) == {
+        ("NVIDIA_A100-PCIE-40GB", "switchxl4", "inference", 2048)}
+    assert (paper_e2e_table("inference").seq == paper_e2e_table("inference").model.map(PAPER_SEQ)).all()
 
 
 def test_node_classes():

@@ -363,3 +363,15 @@ def test_seeded_puts_the_seed_where_it_is_read():
     assert seeded(given, 3) == ({"BMM": {"layers": 1, "seed": 3}, "LN": {"layers": 2, "seed": 3}}, 0)
     assert seeded(None, 3) == (None, 3) and seeded({}, 2) == (None, 2)
     assert given["LN"] == {"layers": 2}        # the caller's configs are not changed
+    # an ensemble of 3 trains seeds seed..seed+2: run 1 starts at 3, so no two runs share a member
+    assert seeded({"LN": {"ensemble": 3}}, 1) == ({"LN": {"ensemble": 3, "seed": 3}}, 0)
+
+
+def test_default_config_seed_spread_runs_share_no_ensemble_member():
+    from lib.predictors import DEFAULT_CONFIGS, default_config
+    n = DEFAULT_CONFIGS["SOFTMAX"]["ensemble"]
+    assert n > 1
+    members = [set(range(default_config("SOFTMAX", False, run).get("seed", 0),
+                         default_config("SOFTMAX", False, run).get("seed", 0) + n)) for run in range(5)]
+    assert all(not (a & b) for i, a in enumerate(members) for b in members[i + 1:])
+    assert members[0] == set(range(n))          # run 0: the committed model
