@@ -567,11 +567,12 @@ def test_04_seed_spread():
     """04 cell seed-read: the per-op MAPE over training seeds (04-seed-spread)."""
     r = seed_ranges()
     bmm, soft = r[("OOD", "BMM")], r[("OOD", "SOFTMAX")]
-    assert bmm["vs_paper"] == soft["vs_paper"] == "above" and bmm["first_is_worst"] and soft["first_is_worst"]
+    assert bmm["vs_paper"] == "above" and soft["vs_paper"] == "spans" and bmm["first_is_worst"]
     says(NB04, f"over {WORDS[bmm['seeds']]} seeds, the OOD MAPE of BMM lies between {bmm['range'].replace('-', ' and ')}% "
                f"and that of softmax between {soft['range'].replace('-', ' and ')}%")
-    says(NB04, f"Every seed is above the paper's {bmm['paper']} and {soft['paper']}")
-    says(NB04, f"seed 0, the committed one, happens to be the worst of the {WORDS[bmm['seeds']]} for both")
+    says(NB04, f"Every seed is above the paper's {bmm['paper']} for BMM")
+    says(NB04, f"seed 0, the committed one, happens to be the worst of the {WORDS[bmm['seeds']]} for BMM")
+    says(NB04, f"Softmax's range contains the paper's {soft['paper']}")
     below = {c: r[("OOD", c)] for c in ("FC", "EW", "LN")}
     assert all(v["vs_paper"] == "below" for v in below.values())
     says(NB04, f"FC ({below['FC']['range']}%), element-wise ({below['EW']['range']}%) and layernorm "

@@ -30,6 +30,17 @@ def test_e2e_summary_and_per_gpu_flag_missed_targets():
     assert list(g["ours - paper, 95% CI"]) == ["-2.0 to -2.0", "1.0 to 1.0", "2.0 to 2.0"]
 
 
+def test_paper_comparisons_use_only_the_labels_the_paper_has():
+    # A's second label has no paper cell: ours over every label 6.0, over the paper's one 4.0 (below its 5.0)
+    inf = _e2e([("A", 4.0, 5.0), ("A", 8.0, float("nan"))])
+    g = report.e2e_per_gpu(inf, _e2e([]))
+    row = g.loc[("A", "inference")]
+    assert (row["ours"], row["ours, the paper's labels"], row["paper"]) == (6.0, 4.0, 5.0)
+    assert row["below the paper"] == "yes" and row["ours - paper, 95% CI"] == "-1.0 to -1.0"
+    s = report.e2e_summary(inf, _e2e([]), pd.DataFrame({"neusight_ape": [1.0], "paper_ape_pct": [2.0]}))
+    assert s.loc["inference", "ours"] == 6.0 and s.loc["inference", "ours, the paper's labels"] == 4.0
+
+
 def test_markdown_by_hand():
     df = pd.DataFrame({"x": [1.25, float("nan")], "y": ["a", "b"]}, index=pd.Index(["r1", "r2"], name="k"))
     expected = ["| k | x | y |", "|---|---|---|", "| r1 | 1.2 | a |", "| r2 | n/a | b |"]
