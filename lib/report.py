@@ -108,6 +108,14 @@ def perop_summary(perop: pd.DataFrame, ci: pd.DataFrame | None = None,
     return out
 
 
+SAME = "ours, the paper's labels"   # our mean over the labels with a cell in the paper's tables
+
+
+def _on_paper_labels(t: pd.DataFrame, paper: str) -> float:
+    """Mean NeuSight APE (%) over the rows of t where the paper's column has a number."""
+    return float(t.loc[t[paper].notna(), "neusight_ape"].mean())
+
+
 def e2e_summary(inference: pd.DataFrame, training: pd.DataFrame, fused: pd.DataFrame,
                 seeds: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean end-to-end APE (%) per mode, ours (every label) and the paper's NeuSight (the labels its tables have);
@@ -127,14 +135,6 @@ def e2e_summary(inference: pd.DataFrame, training: pd.DataFrame, fused: pd.DataF
     if seeds is not None:
         out[_seeds_column(seeds)] = _seed_ranges(seeds, [(kind, "ALL") for kind in out.index])
     return out
-
-
-SAME = "ours, the paper's labels"   # our mean over the labels with a cell in the paper's tables
-
-
-def _on_paper_labels(t: pd.DataFrame, paper: str) -> float:
-    """Mean NeuSight APE (%) over the rows of t where the paper's column has a number."""
-    return float(t.loc[t[paper].notna(), "neusight_ape"].mean())
 
 
 def _seeds_column(seeds: pd.DataFrame) -> str:
