@@ -184,6 +184,20 @@ def held_out_summary(per_op: pd.DataFrame, e2e: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def ood_gpus_note(per_op: pd.DataFrame) -> str:
+    """Which GPUs never trained on have kernels of each op class (figures/tables/04-held-out-gpus.csv): a class
+    measured on one of them has an OOD interval over that one GPU's kernels, silent on GPU-to-GPU spread."""
+    from .devices import TRAIN_GPUS_NVIDIA
+    ood = per_op[~per_op["group"].isin([*TRAIN_GPUS_NVIDIA, *NEVER_TRAINED_POOLS])]
+    gpus = ood.groupby("op_class")["group"].apply(lambda g: " and ".join(sorted(g)))
+    by_set = {}
+    for c in [c for c in OP_ORDER if c in gpus.index]:
+        by_set.setdefault(gpus[c], []).append(c)
+    return "OOD kernels: " + "; ".join(f"{', '.join(cs)} on {g}" for g, cs in by_set.items()) + (
+        ". An OOD interval resamples kernels: for a class measured on one GPU it says nothing of how the error "
+        "varies from GPU to GPU.")
+
+
 def bench_summary(bench: pd.DataFrame) -> pd.DataFrame:
     """The `make bench` rows that have a target, with their value."""
     b = bench[bench["target"].notna() & (bench["target"].astype(str) != "")]
@@ -221,7 +235,7 @@ def render(tables: Path = paths.TABLES) -> str:
         "'below' / 'above': the whole interval lies there. 'Over N seeds': the least to the largest when the "
         "models are trained from each of N seeds, the committed one among them (an ensemble's runs share no seed). "
         "Spec-only tiles: the rule (`lib.kernels.SPEC_TILES`) was chosen on the in-distribution rows that the "
-        "in-distribution column scores (notebook 04).", "",
+        "in-distribution column scores (notebook 04). " + ood_gpus_note(read("04-held-out-gpus")), "",
         "End-to-end mean APE % over the NVIDIA labels (notebook 05, `figures/tables/e2e_*.csv`):",
         "", markdown(e2e_summary(inf, train, fused, seeds)), "",
         "'ours': every label. 'ours, the paper's labels', 'paper', 'ours - paper' and 'below the paper': the labels "

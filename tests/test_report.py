@@ -118,3 +118,11 @@ def test_held_out_summary_by_hand():
     assert t.loc["inference (end to end)"].tolist() == [25.0, 6.0, 7.0, 16.0]
     assert list(t.columns) == ["training GPUs, each held out", "the same, trained on", "OOD GPUs",
                                "every GPU never trained on"]
+
+
+def test_ood_gpus_note_by_hand():
+    # the training GPU's row and the pooled rows are not OOD GPUs; classes sharing their GPUs are listed together
+    per_op = pd.DataFrame({"group": ["X", "Y", "X", "Tesla T4", "OOD GPUs", "X"],
+                           "op_class": ["BMM", "BMM", "FC", "EW", "EW", "LN"]})
+    note = report.ood_gpus_note(per_op)
+    assert note.startswith("OOD kernels: BMM on X and Y; FC, LN on X. ")
