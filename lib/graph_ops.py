@@ -4,7 +4,7 @@ Op kinds: 'bmm' and 'linear' (GEMMs, upstream naming [B,M,N] @ [B,N,K] -> [B,M,K
 element-wise lib.ops.EW_OPS over [B, H] (H = last dim of the output, B = numel / H), 'softmax' and 'ln'
 (forward and backward: the backward kernels keep the class, phase 'bw'), and 'mem' for everything
 else that launches a kernel (embedding and its backward, gathers/scatters, copies, fills,
-reductions, dropout), costed by `bytes` read + written. View-like ops and allocations launch no
+reductions, dropout), costed by `bytes` read + written (a gather reads only the rows it picks). View-like ops and allocations launch no
 kernel and are dropped. Pure python: importing it does not import torch.
 """
 from __future__ import annotations
@@ -36,6 +36,9 @@ EW_OTHER = {"neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "abs", "where", "ma
             "erf", "silu", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "logical_and",
             "bitwise_not", "bitwise_and", "bitwise_or", "sign", "square", "lerp", "addcmul",
             "addcdiv"}
+# Gathers read only the rows they pick (plus their indices), not the whole source (an embedding table):
+#     bytes = index bytes + 2 * output bytes (the picked rows read, then written)
+GATHER = {"embedding", "index", "index_select", "gather"}
 SOFTMAX = {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"}
 LAYERNORM = {"native_layer_norm", "native_layer_norm_backward"}
 
@@ -97,5 +100,7 @@ def classify(r: dict) -> dict | None:
         return row
     # Everything else is memory-bound: bytes read (storage-backed inputs) + bytes written.
     # (in-place ops: the output aliases an input and is counted once read, once written)
-    row["bytes"] = sum(n for _, n, _ in ins) + sum(n for _, n, _ in outs)
+    out_bytes = sum(n for _, n, _ in outs)
+    read_bytes = sum(n for _, n, _ in ins[1:]) + out_bytes if name in GATHER else sum(n for _, n, _ in ins)
+    row["bytes"] = read_bytes + out_bytes
     return row

@@ -70,6 +70,16 @@ def test_layer_multiplication_equals_full_depth(tmp_path, mode):
     pd.testing.assert_series_equal(_totals(reduced), _totals(full))
 
 
+def test_other_depths_build_exactly_that_model(tmp_path):
+    # depths other than the reduced 3 periods: a model of that depth, nothing multiplied (a 5-block config
+    # built with 2 blocks runs the kernels of the 2-block config; its middle block was counted 4 times before)
+    two = graph.capture(_write(tmp_path, dict(TINY_GPT2, n_layer=2), "two"), 2, 16, "training", use_cache=False)
+    five = _write(tmp_path, dict(TINY_GPT2, n_layer=5), "five")
+    built = graph.capture(five, 2, 16, "training", depths=(2,), use_cache=False)
+    assert built["count"].sum() == two["count"].sum()
+    pd.testing.assert_series_equal(_totals(built), _totals(two))
+
+
 @pytest.mark.parametrize("mode", ["inference", "training"])
 def test_switch_layer_multiplication_equals_full_depth(tmp_path, mode):
     # Switch: period of 2 blocks (dense, sparse), first block special (relative position bias). 8 blocks per

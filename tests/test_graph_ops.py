@@ -51,10 +51,25 @@ def test_elementwise_kinds():
 
 
 def test_everything_else_is_memory_bound_by_bytes():
-    # embedding(weight[1000, 64], ids[2, 16]) -> [2, 16, 64]: bytes in + bytes out
-    row = classify(_rec("aten.embedding.default", [(1000, 64), (2, 16)], [(2, 16, 64)]))
-    assert row["op"] == "mem" and row["bytes"] == 4 * (1000 * 64 + 2 * 16) + 4 * 2 * 16 * 64
+    # cat([2, 16, 64], [2, 16, 64]) -> [2, 32, 64]: bytes in + bytes out
+    row = classify(_rec("aten.cat.default", [(2, 16, 64), (2, 16, 64)], [(2, 32, 64)]))
+    assert row["op"] == "mem" and row["bytes"] == 4 * 2 * (2 * 16 * 64) + 4 * 2 * 32 * 64
     assert not row["fusable"]
+
+
+@pytest.mark.parametrize("aten", ["aten.embedding.default", "aten.index.Tensor", "aten.index_select.default",
+                                  "aten.gather.default"])
+def test_gathers_read_the_rows_they_pick(aten):
+    # source [1000, 64], indices [2, 16] -> [2, 16, 64]: indices + 2 x output, not the 256 KB source
+    row = classify(_rec(aten, [(1000, 64), (2, 16)], [(2, 16, 64)]))
+    assert row["op"] == "mem" and row["bytes"] == 4 * 2 * 16 + 2 * 4 * 2 * 16 * 64
+    assert not row["fusable"]
+
+
+def test_embedding_backward_writes_the_whole_table():
+    # embedding_dense_backward(grad[2, 16, 64], ids[2, 16]) -> [1000, 64]: every row of the gradient is written
+    row = classify(_rec("aten.embedding_dense_backward.default", [(2, 16, 64), (2, 16)], [(1000, 64)], phase="bw"))
+    assert row["bytes"] == 4 * (2 * 16 * 64 + 2 * 16) + 4 * 1000 * 64
 
 
 def test_views_and_allocations_launch_nothing():
