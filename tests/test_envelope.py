@@ -75,7 +75,7 @@ def test_cap_skips_rows_below_the_floor():
 
 def test_forecast_floor_lies_below_every_forecast(tmp_path, monkeypatch):
     from lib.kernels import _with_spec, predict_kernels
-    from lib.predictors import forecast_floor_ms
+    from lib.predictors import forecast_floor_ms, get_predictor
     from lib.roofline import add_roofline
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cfg = {"EW": TINY, "FC": {**TINY, "device_factors": True}}
@@ -84,8 +84,16 @@ def test_forecast_floor_lies_below_every_forecast(tmp_path, monkeypatch):
                            "N": [np.nan, np.nan, 1024.0, 77.0], "K": [np.nan, np.nan, 4096.0, 5.0]})
     for name in ("Tesla T4", "NVIDIA H100 80GB HBM3"):
         g = device_by_name(name)
-        floor = forecast_floor_ms(add_roofline(_with_spec(shapes, g)), cfg)
+        roof = add_roofline(_with_spec(shapes, g))
+        floor = forecast_floor_ms(roof, cfg)
         assert (floor > 0).all() and (predict_kernels(shapes, g, cfg_by_class=cfg) > floor).all()
+        # by hand: roofline / e, e = 1 without device factors (EW); with them (FC), exp of the GPU's learned
+        # log-efficiency, or of their mean over the trained GPUs for a GPU never trained on
+        log_eff = get_predictor("FC", cfg["FC"]).model.log_eff.detach().numpy()
+        e_fc = np.exp(log_eff[TRAIN_GPUS_NVIDIA.index(name)] if name in TRAIN_GPUS_NVIDIA else log_eff.mean())
+        fc = shapes["op"].eq("linear").to_numpy()
+        assert floor[~fc] == pytest.approx(roof["roofline_ms"].to_numpy()[~fc], rel=1e-12)
+        assert floor[fc] == pytest.approx(roof["roofline_ms"].to_numpy()[fc] / e_fc, rel=1e-6)
 
 
 def test_envelope_adoption_by_hand():
@@ -110,13 +118,51 @@ def test_forecast_never_slower_than_on_a_dominated_training_gpu(tmp_path, monkey
     assert capped == pytest.approx(np.minimum(as_is, refs.min(axis=0)))
 
 
-def test_envelope_evidence_per_fold(tmp_path, monkeypatch):
+class _Stub:
+    """A predictor that forecasts `ms(feat)` for every row, standing in for a trained model."""
+
+    def __init__(self, ms):
+        self.predict = ms
+
+
+def _stub_predictors(monkeypatch, known_ms):
+    """train_predictor -> an unseen-GPU model at 2 ms, a known-GPU one (device_factors) at known_ms(feat); the
+    configs it was asked for are recorded."""
+    import lib.predictors as P
+    asked = []
+
+    def train(op_class, cfg):
+        asked.append((op_class, dict(cfg)))
+        return _Stub(known_ms if cfg.get("device_factors") else lambda feat: np.full(len(feat), 2.0))
+    monkeypatch.setattr(P, "train_predictor", train)
+    return asked
+
+
+def test_envelope_evidence_per_fold(monkeypatch):
+    # Stub models: the unseen-GPU model forecasts 2 ms; the known-GPU model 1 ms on P4's spec, 3 ms on any other.
+    # T4 dominates P4 only, so in T4's fold every row is capped to 1 ms; P4 dominates no training GPU.
+    from lib.data import load_kernels
+    from lib.metrics import mape
     from lib.protocol import envelope_adoption, envelope_evidence
-    monkeypatch.setattr(paths, "BUILD", tmp_path)
-    cfg = {"EW": {**TINY}}
-    ev = envelope_evidence(cfg, {"EW": {**TINY, "device_factors": True}}, ["EW"], ["Tesla P4", "Tesla T4"])
+    p4_sm = device_by_name("Tesla P4").num_sm
+    asked = _stub_predictors(monkeypatch, lambda feat: np.where(feat["num_sm"] == p4_sm, 1.0, 3.0))
+    ev = envelope_evidence({"EW": TINY}, {"EW": {**TINY, "device_factors": True}}, ["EW"], ["Tesla P4", "Tesla T4"])
     p4, t4 = ev.set_index("held_out").loc[["Tesla P4", "Tesla T4"]].to_dict("records")
-    assert p4["dominated"] == "" and p4["mape_capped"] == p4["mape_as_is"]   # P4 dominates no training GPU
-    assert t4["dominated"] == "Tesla P4" and t4["rows"] > 0 and 0 <= t4["capped_pct"] <= 100
-    assert t4["capped_pct"] > 0 or t4["mape_capped"] == t4["mape_as_is"]   # no row capped: nothing moves
+    train = load_kernels(ops="EW", splits="train")
+    y = {g: train.loc[train["device"] == g, "latency_ms"].to_numpy() for g in ("Tesla P4", "Tesla T4")}
+    assert p4["dominated"] == "" and p4["capped_pct"] == 0
+    assert p4["mape_capped"] == p4["mape_as_is"] == pytest.approx(mape(np.full(len(y["Tesla P4"]), 2.0), y["Tesla P4"]))
+    assert t4["dominated"] == "Tesla P4" and t4["rows"] == len(y["Tesla T4"]) and t4["capped_pct"] == 100
+    assert t4["mape_as_is"] == pytest.approx(mape(np.full(len(y["Tesla T4"]), 2.0), y["Tesla T4"]))
+    assert t4["mape_capped"] == pytest.approx(mape(np.full(len(y["Tesla T4"]), 1.0), y["Tesla T4"]))
+    # each fold's models were trained without the held-out GPU (it validates them); only T4's needs the known model
+    assert [(cfg["validation"], bool(cfg.get("device_factors"))) for _, cfg in asked] == [
+        ("Tesla P4", False), ("Tesla T4", False), ("Tesla T4", True)]
     assert envelope_adoption(ev)["op_class"].tolist() == ["EW"]
+
+
+def test_envelope_evidence_no_undercut_moves_nothing(monkeypatch):
+    from lib.protocol import envelope_evidence
+    _stub_predictors(monkeypatch, lambda feat: np.full(len(feat), 3.0))   # never below the unseen model's 2 ms
+    ev = envelope_evidence({"EW": TINY}, {"EW": {**TINY, "device_factors": True}}, ["EW"], ["Tesla T4"])
+    assert ev["capped_pct"].tolist() == [0.0] and ev["mape_capped"].tolist() == ev["mape_as_is"].tolist()

@@ -304,6 +304,9 @@ def test_held_out_label_ape_forecasts_training_gpus_without_their_rows():
     v100 = two[two.device == "Tesla V100-PCIE-32GB"]
     ref = evaluate_labels(v100, methods=["neusight"], cfg_by_class=held_out_configs("Tesla V100-PCIE-32GB", tiny))
     assert out.neusight_ms.tolist() == pytest.approx(ref.neusight_ms.tolist())
+    # and it is not the forecast of the models that learned from V100's rows
+    trained = evaluate_labels(v100, methods=["neusight"], cfg_by_class=tiny)
+    assert not np.allclose(out.neusight_ms, trained.neusight_ms)
     assert held_out_label_ape(two[two.device != "Tesla V100-PCIE-32GB"], tiny).empty
 
 

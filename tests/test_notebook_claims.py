@@ -215,8 +215,8 @@ def test_04_amendment6_envelope():
     before, after = a6["OOD, before (amendment 5)"], a6["OOD, after (amendment 6)"]
     says(NB04, f"FC's OOD MAPE falls from {before['FC']:.1f} to {after['FC']:.1f}")
     assert after["FC"] < before["FC"]
-    if after["EW"] == before["EW"]:
-        says(NB04, "Element-wise does not move")
+    assert after["EW"] == before["EW"]
+    says(NB04, "Element-wise does not move")
     moved = [c for c in OP_ORDER if after[c] != before[c]]
     says(NB04, f"of the two, only {and_list(CLASS_WORDS[c] for c in moved)}'s OOD number moves")
 
@@ -559,8 +559,8 @@ def test_05_amendment6_end_to_end():
     fast = int((lab["ms_before"] < lab["e2e_ms"]).sum())
     says(NB05, f"{'Most' if fast > len(lab) / 2 else 'Few'} of its {len(lab)} labels were forecast too fast before the cap")
     h100 = moved.xs(H100, level="device")
-    if h100.max() < 0.05:
-        says(NB05, "The H100's labels hardly move")
+    assert h100.max() < 0.05                      # mean APE points, in every mode
+    says(NB05, "The H100's labels hardly move")
 
 
 def test_04_seed_spread():

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,6 +34,10 @@ def test_provenance_records_the_machine(tmp_path, monkeypatch):
     notebooks.provenance([])
     machine = json.loads((tmp_path / "PROVENANCE.json").read_text())["machine"]
     assert machine["cpu_model"].strip() and machine["cpu_model"] == notebooks._cpu_model()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():   # read independently: the first 'model name' line
+        names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
+        assert machine["cpu_model"] == (names[0] if names else machine["cpu_model"])
     assert {"train_threads", "cpu_capability", "cpus"} <= set(machine)
     assert machine["mkl_cbwr"] == "COMPATIBLE"
     assert len(machine["blas_fingerprint"]) == 12 and machine["blas_fingerprint"] == train.blas_fingerprint()

@@ -1,4 +1,6 @@
 """NeuSight utilization predictors: the formula by hand, training, caching (tiny configs)."""
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -71,12 +73,18 @@ def test_training_is_cached(tmp_path, monkeypatch):
     assert np.allclose(first.predict(feat), second.predict(feat))
 
 
-def test_train_all_reports_seconds_per_class(tmp_path, monkeypatch):
-    monkeypatch.setattr(paths, "BUILD", tmp_path)
-    secs = P.train_all({c: TINY for c in OP_CLASSES})
-    assert set(secs) == set(OP_CLASSES)
-    # each class's entry is the training time recorded with that class's model (read back from the cache)
-    assert secs == {c: P.train_predictor(c, TINY).info["train_seconds"] for c in OP_CLASSES}
+def test_train_all_reports_seconds_per_class(monkeypatch):
+    # stub models recording 1.5 s (a named config), 2 s (DEFAULT_CONFIGS) and 3 s (KNOWN_CONFIGS): a class
+    # train_all names gets its config's seconds, any other class both defaults' seconds summed
+    from types import SimpleNamespace
+    named = {"name": "x"}
+    seconds = lambda c, cfg: (1.5 if cfg is named else 2.0 if cfg is P.DEFAULT_CONFIGS[c]
+                              else 3.0 if cfg is P.KNOWN_CONFIGS[c] else math.nan)
+    monkeypatch.setattr(P, "train_predictor", lambda c, cfg, force=False: SimpleNamespace(
+        info={"train_seconds": seconds(c, cfg)}))
+    assert P.train_all({"LN": named}) == {c: 1.5 if c == "LN" else 5.0 for c in OP_CLASSES}
+    with pytest.raises(P.PredictorError, match="unknown op class"):
+        P.train_all({"GEMM": named})
 
 
 def test_predictions_positive_and_inputs_clipped(tmp_path, monkeypatch):
@@ -278,17 +286,29 @@ def test_learned_device_factors_cover_the_trained_gpus(tmp_path, monkeypatch):
 
 
 def test_known_gpu_selection_runs_held_out_shapes_only(tmp_path, monkeypatch):
-    from lib.protocol import known_gpu_selection_table, selection_curves
+    from lib.protocol import selection_curves
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cfg = {**TINY, "epochs": 3, "patience": 3}
     cur = selection_curves("LN", {**cfg, "device_factors": True}, holdouts=())
     assert set(cur["run"]) == {"shapes"} and len(cur) == 3
-    t = known_gpu_selection_table({"LN": {"a": cfg, "b": {**cfg, "features": ("f_flops", "f_bytes")}}})
-    assert list(t.columns) == ["op_class", "config", "epochs", "shapes_mape"] and len(t) == 2
-    assert t["shapes_mape"].is_monotonic_increasing and t["epochs"].between(1, 3).all()
-    # the best epoch's MAPE is the minimum of that config's curve (same cached runs)
-    best = cur.groupby("epoch")["val_mape"].mean().min()
-    assert t.set_index("config").loc["a", "shapes_mape"] == pytest.approx(best)
+
+
+def test_known_gpu_selection_table_by_hand(monkeypatch):
+    # hand curves: config a, two seeds [40, 20, 30] and [20, 20, 20] (mean [30, 20, 25]: best epoch 2, 20.0);
+    # config b, one seed [10, 12, 9] (best epoch 3, 9.0). Best first: b, then a
+    import lib.protocol as protocol
+    curves = {"a": [[40, 20, 30], [20, 20, 20]], "b": [[10, 12, 9]]}
+    asked = []
+
+    def fake_curves(op_class, cfg, holdouts=None, shapes=True):
+        asked.append((cfg["name"], cfg.get("device_factors"), holdouts))
+        return pd.DataFrame([{"op_class": op_class, "run": "shapes", "seed": s, "epoch": e + 1, "val_mape": v}
+                             for s, vals in enumerate(curves[cfg["name"]]) for e, v in enumerate(vals)])
+    monkeypatch.setattr(protocol, "selection_curves", fake_curves)
+    t = protocol.known_gpu_selection_table({"LN": {"a": {"name": "a"}, "b": {"name": "b"}}})
+    assert list(t.columns) == ["op_class", "config", "epochs", "shapes_mape"]
+    assert list(t[["config", "epochs", "shapes_mape"]].itertuples(index=False, name=None)) == [("b", 3, 9.0), ("a", 2, 20.0)]
+    assert asked == [("a", True, ()), ("b", True, ())]     # device factors on, no LOGO fold
 
 
 def test_tile_rule_scores_by_hand():
