@@ -605,10 +605,16 @@ def test_05_seed_spread():
     says(NB05, f"(T4 {t4['range']}%, P4 {p4['range']}%)")
     h100, a80, p100 = r[("inference", H100)], r[("training", A100_80)], r[("inference", "Tesla P100-PCIE-16GB")]
     gaps = {name: v["min_pct"] - v["paper_pct"] for name, v in (("H100", h100), ("A100-80GB", a80), ("P100", p100))}
-    assert min(gaps.values()) > 0 and min(gaps, key=gaps.get) == "P100"      # above on every seed; P100 closest
+    assert gaps["H100"] > 0 and gaps["A100-80GB"] > 0 and min(gaps, key=gaps.get) == "P100"   # P100 closest
     says(NB05, f"H100 inference stays above on every seed ({h100['range']}% against {h100['paper_pct']:.1f}), and so does "
                f"A100-80GB training ({a80['range']}% against {a80['paper_pct']:.1f})")
-    says(NB05, f"P100 inference comes closest, at {p100['min_pct']:.2f}% on one seed against the paper's {p100['paper_pct']:.2f}")
+    p100_seeds = table("e2e_seed_spread").set_index(["kind", "device"]).loc[("inference", "Tesla P100-PCIE-16GB")]
+    below = int((p100_seeds.filter(regex=r"^seed\d") < p100["paper_pct"]).sum())
+    assert below <= 1
+    side = (f"just below it on one seed of {WORDS[p100['seeds']]} (by {-gaps['P100']:.3f} points), above it on the "
+            f"other {WORDS[p100['seeds'] - 1]}" if below else "above it on every seed")
+    says(NB05, f"P100 inference comes closest, at {p100['min_pct']:.3f}% on its best seed against the paper's "
+               f"{p100['paper_pct']:.2f}: {side}")
 
 
 def test_04_held_out_gpus():
