@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .ops import GEMM_OPS
 from .roofline import add_roofline, peak_for_op
 from .tiles import SOFTMAX_WARP_MAX_H, add_tiles, softmax_vector_share
 from .waves import add_waves
@@ -21,7 +22,9 @@ FEATURES = ("f_flops", "f_bytes", "f_l2", "f_mem", "f_intensity")
 # For softmax, which of PyTorch's two kernels runs (f_softmax_block: 1 = cunn_SoftMaxForward, one block
 # per row, for H > 1024; 0 = softmax_warp_forward), and f_vec: the share of a softmax row that kernel
 # loads as 4-element vectors (lib.tiles), the rest one element at a time. Other ops: 0 and 1.
-EXTRA_FEATURES = ("f_wave_l2", "f_vec", "f_softmax_block")
+# f_fill (GEMMs; 1 for other ops): the useful share of the output tiles launched. Random training shapes leave
+# the last tile of a row or column partly empty; the held-out shapes, multiples of 32, mostly fill theirs.
+EXTRA_FEATURES = ("f_wave_l2", "f_vec", "f_softmax_block", "f_fill")
 GIGA = 1e9
 MEGA = 1e6
 
@@ -59,6 +62,12 @@ def add_features(df: pd.DataFrame, tiles: str = "oracle") -> pd.DataFrame:
     out["f_vec"] = np.where(softmax, softmax_vector_share(np.nan_to_num(H, nan=1.0)), 1.0)
     # f_softmax_block = 1 for softmax rows with H > SOFTMAX_WARP_MAX_H, else 0
     out["f_softmax_block"] = (softmax & (H > SOFTMAX_WARP_MAX_H)).astype(float)
+    # f_fill = B M K / (num_tiles tile_m tile_n) for GEMM rows (output [B, M, K]), 1 otherwise     [share, not log-scaled]
+    gemm = out["op"].isin(GEMM_OPS).to_numpy()
+    out["f_fill"] = 1.0
+    if gemm.any():
+        g = out[gemm]
+        out.loc[gemm, "f_fill"] = g["B"] * g["M"] * g["K"] / (g["num_tiles"] * g["tile_m"] * g["tile_n"])
     # f_intensity = log((flops_per_tile / bytes_per_tile) / (peak_flops / mem_bw))
     out["f_intensity"] = np.log((out["flops_per_tile"] / out["bytes_per_tile"]) / (peak_flops / mem_bw))
     return out
