@@ -177,6 +177,17 @@ ENVELOPE_CLASSES = ("FC", "EW")
 # forecasts for GPUs never trained on
 DEFAULT_CONFIGS = {c: {**cfg, "envelope": True} if c in ENVELOPE_CLASSES else cfg
                    for c, cfg in AMENDMENT5_DEFAULT_CONFIGS.items()}
+# PROPOSED PROTOCOL AMENDMENT 7 (GEMMs), NOT YET APPLIED: no config above reads f_fill. Proposed in a later session
+# AFTER every number above had been seen, and after a scratch run of that session had trained the BMM unseen-GPU
+# default with f_fill added (lib.features: the useful share of a GEMM's output tiles) and seen its OOD MAPE. Rule,
+# written before any criterion number of it was computed: per GEMM class (BMM, FC), candidate '<adopted>_fill' = the
+# class's adopted candidate (40-epoch search config) + f_fill. Unseen-GPU model: adopt iff the candidate's lowest
+# combined score (lib.protocol.combined_scores, over its three epoch candidates) is lower than the adopted config's
+# (pinned run: BMM logo_choice 24.49, FC wave_l2 30.61). Known-GPU model: adopt iff its lowest held-out-shape MAPE
+# (device factors) is lower than the adopted config's (BMM wave_l2 13.87, FC wave_l2 14.15). To apply it: add the
+# candidates here, let notebook 04 score them (leaving them out where it recomputes earlier amendments' choices, as
+# it does for AMENDMENT4), record the winners, and rebuild every figure; the closing note of the session that
+# proposed it gives its scratch numbers.
 LOGO_ONLY_CONFIGS = _final(LOGO_SELECTED)   # the first protocol's choice, kept for comparison (notebook 04)
 # Amendment 4 beside what it replaced (notebook 04): amendment 2's unseen-GPU choice, and the control
 # candidate wave_l2_block at its own best criterion epoch count in place of the adopted softmax choice.
