@@ -55,9 +55,9 @@ def mem_per_sm() -> pd.Series:
 
 
 def amendment2_rows(t: pd.DataFrame) -> pd.DataFrame:
-    """Rows of a selection table (op_class, config) among amendment 2's candidates: without amendment 4's."""
-    from lib.selection import AMENDMENT4
-    return t[[cfg not in AMENDMENT4.get(c, ()) for c, cfg in zip(t["op_class"], t["config"])]]
+    """Rows of a selection table (op_class, config) among amendment 2's candidates: without amendment 4's and 7's."""
+    from lib.selection import AMENDMENT4, AMENDMENT7
+    return t[[cfg not in AMENDMENT4.get(c, ()) + AMENDMENT7.get(c, ()) for c, cfg in zip(t["op_class"], t["config"])]]
 
 
 def paper_size_mape(model: str, method: str, split: str = "OOD") -> pd.Series:

@@ -254,6 +254,28 @@ def test_selection_candidates_and_curves(tmp_path, monkeypatch):
         for final, chosen, factors in ((P.DEFAULT_CONFIGS[c], P.SELECTED[c], False), (P.KNOWN_CONFIGS[c], P.KNOWN_SELECTED[c], True)):
             assert final["validation"] == "none" and final["epochs"] == final["patience"] == chosen["epochs"]
             assert tuple(final["features"]) == tuple(chosen["features"]) and final.get("device_factors", False) == factors
+    # amendment 7: each '<name>_fill' is a GEMM protocol's pre-amendment candidate plus f_fill, scored only by that
+    # protocol; the defaults keep amendments 5 and 6 (FC's envelope), the other classes keep their models
+    for proto, choice, before in (("unseen", selection.UNSEEN_CHOICE, selection.AMENDMENT4_UNSEEN_CHOICE),
+                                  ("known", selection.KNOWN_CHOICE, selection.AMENDMENT4_KNOWN_CHOICE)):
+        scored = selection.scored_candidates(P.CANDIDATES, proto)
+        for c in OP_CLASSES:
+            base = selection.AMENDMENT7_SCORED[proto].get(c)
+            fill = {n for n in scored[c] if n.endswith("_fill")}
+            assert fill == ({f"{base}_fill"} if base else set()) and base in (None, before[c][0])
+            if base:
+                cand = P.CANDIDATES[c][f"{base}_fill"]
+                assert cand == {**P.CANDIDATES[c][base], "features": (*P.CANDIDATES[c][base]["features"], "f_fill")}
+            else:
+                assert choice[c] == before[c]
+    assert set(scored["BMM"]) == set(P.CANDIDATES["BMM"]) - {"logo_choice_fill"}    # 'known' scores wave_l2_fill only
+    for c in OP_CLASSES:
+        assert {k: v for k, v in P.DEFAULT_CONFIGS[c].items() if k not in ("envelope", "hold_mem")} == selection._final(P.SELECTED)[c]
+        assert P.DEFAULT_CONFIGS[c].get("envelope", False) == (c in selection.ENVELOPE_CLASSES)
+        assert P.DEFAULT_CONFIGS[c].get("hold_mem", False) == (c in selection.HOLD_MEM_CLASSES)
+        if c not in selection.AMENDMENT7:
+            assert P.DEFAULT_CONFIGS[c] == selection.AMENDMENT6_DEFAULT_CONFIGS[c]
+            assert P.KNOWN_CONFIGS[c] == selection.AMENDMENT6_KNOWN_CONFIGS[c]
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cur = selection_curves("LN", {**TINY, "epochs": 2, "patience": 2, "ensemble": 2}, holdouts=["Tesla T4"])
     assert set(cur["run"]) == {"Tesla T4", "shapes"} and set(cur["seed"]) == {0, 1}
