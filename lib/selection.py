@@ -15,6 +15,10 @@ before the pin), and notebook 04 shows every one of them recomputed.
 """
 from __future__ import annotations
 
+import contextlib
+import sys
+from unittest import mock
+
 from .data import OP_CLASSES
 from .features import FEATURES
 
@@ -215,6 +219,20 @@ KNOWN_CONFIGS = _final(KNOWN_SELECTED)     # forecasts for the five training GPU
 DEFAULT_CONFIGS = {c: {**cfg, **{k: True for k, classes in (("hold_mem", HOLD_MEM_CLASSES), ("envelope", ENVELOPE_CLASSES))
                                  if c in classes}}
                    for c, cfg in _final(SELECTED).items()}
+
+
+# A forecast with no config (cfg None) reads DEFAULT_CONFIGS off the training GPUs and KNOWN_CONFIGS on them, and
+# the envelope's caps on a training GPU read KNOWN_CONFIGS too; a config given for every class cannot say that. So a
+# default as an earlier amendment left it is forecast with both swapped in (lib.predictors holds its own names).
+@contextlib.contextmanager
+def defaults_as(default_configs: dict, known_configs: dict):
+    """Within the block, the defaults are default_configs (GPUs never trained on) and known_configs (notebook 04)."""
+    from . import predictors
+    names = {"DEFAULT_CONFIGS": default_configs, "KNOWN_CONFIGS": known_configs}
+    with mock.patch.multiple(sys.modules[__name__], **names), mock.patch.multiple(predictors, **names):
+        yield
+
+
 LOGO_ONLY_CONFIGS = _final(LOGO_SELECTED)   # the first protocol's choice, kept for comparison (notebook 04)
 # Amendment 4 beside what it replaced (notebook 04): amendment 2's unseen-GPU choice, and the control
 # candidate wave_l2_block at its own best criterion epoch count in place of the adopted softmax choice.

@@ -417,3 +417,16 @@ def test_default_config_seed_spread_runs_share_no_ensemble_member():
                          default_config("SOFTMAX", False, run).get("seed", 0) + n)) for run in range(5)]
     assert all(not (a & b) for i, a in enumerate(members) for b in members[i + 1:])
     assert members[0] == set(range(n))          # run 0: the committed model
+
+
+def test_defaults_as_swaps_both_defaults_and_restores_them():
+    """selection.defaults_as: the no-config forecasts (default_config, the envelope's classes) read the given configs."""
+    from lib.envelope import envelope_rows
+    before, known = {**P.DEFAULT_CONFIGS, "FC": {**P.DEFAULT_CONFIGS["FC"], "envelope": False}}, {"FC": {"epochs": 1}}
+    df = pd.DataFrame({"op": ["linear", "add"]})
+    assert envelope_rows(df, None).tolist() == [True, True]          # FC and EW carry the envelope by default
+    with selection.defaults_as(before, known):
+        assert P.default_config("FC", False) is before["FC"] and P.default_config("FC", True) is known["FC"]
+        assert envelope_rows(df, None).tolist() == [False, True]
+    assert P.default_config("FC", False) is selection.DEFAULT_CONFIGS["FC"] and P.KNOWN_CONFIGS is selection.KNOWN_CONFIGS
+    assert envelope_rows(df, None).tolist() == [True, True]
