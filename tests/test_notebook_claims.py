@@ -221,6 +221,66 @@ def test_04_amendment6_envelope():
     says(NB04, f"of the two, only {and_list(CLASS_WORDS[c] for c in moved)}'s OOD number moves")
 
 
+def test_04_amendment7():
+    """04 cells a7-read and a6-read: f_fill per split (04-amendment7-fill), the rule's evidence (04-amendment7-evidence),
+    held-out MAPE before/after (04-amendment7), per OOD GPU (04-held-out-gpus) and against the paper (perop)."""
+    from lib.selection import AMENDMENT7, KNOWN_CHOICE, UNSEEN_CHOICE
+    fill = table("04-amendment7-fill").set_index(["op_class", "split"])["median"]
+    for c in ("BMM", "FC"):
+        assert fill[(c, "test_id")] == fill[(c, "test_ood")] > fill[(c, "train")]
+    says(NB04, f"the median `f_fill` is {fill[('BMM', 'train')]:.2f} over the BMM training rows and "
+               f"{fill[('BMM', 'test_id')]:.2f} over the held-out ones (FC: {fill[('FC', 'train')]:.2f} against "
+               f"{fill[('FC', 'test_id')]:.2f})")
+    ev = table("04-amendment7-evidence")
+    assert len(ev) == 4 and ev["adopt"].all() and (ev["with f_fill"] < ev["adopted"]).all()
+    assert all(UNSEEN_CHOICE[c][0] in AMENDMENT7[c] and KNOWN_CHOICE[c][0] in AMENDMENT7[c] for c in ("BMM", "FC"))
+    e = ev.set_index(["protocol", "op_class"])
+    u, k = "unseen GPUs: combined score", "training GPUs: held-out-shape MAPE"
+    v = lambda p, c: f"from {e.loc[(p, c), 'adopted']:.2f} to {e.loc[(p, c), 'with f_fill']:.2f}"   # noqa: E731
+    says(NB04, f"All four of the rule's comparisons favour `f_fill`: the unseen-GPU model's combined score falls "
+               f"{v(u, 'BMM')} (BMM) and {v(u, 'FC')} (FC), and the known-GPU model's held-out-shape MAPE "
+               f"{v(k, 'BMM')} (BMM) and {v(k, 'FC')} (FC), so the rule adopts it for all four GEMM models")
+    gain = e["adopted"] - e["with f_fill"]
+    assert gain.xs("FC", level="op_class").max() < gain.xs("BMM", level="op_class").min()   # "FC's margins are small"
+    rec = table("04-recorded-choices")
+    assert rec[rec["protocol"].str.startswith("amendment 7")]["reproduced"].all()
+    says(NB04, "This run reproduces the adoption recorded in `lib.selection`")
+    a7 = table("04-amendment7").set_index(["method", "split", "op_class"])
+    b, a = a7["before (amendment 6)"], a7["after (amendment 7)"]
+    ba = lambda m, s, c: f"{b[(m, s, c)]:.1f} to {a[(m, s, c)]:.1f}"   # noqa: E731
+    bmm = a7.xs("BMM", level="op_class")
+    assert (bmm["after (amendment 7)"] < bmm["before (amendment 6)"]).all(), "the prose says BMM improved everywhere"
+    says(NB04, f"BMM improved everywhere: in distribution from {ba(SPEC, 'in-distribution', 'BMM')}% with spec-only "
+               f"tiles (oracle tiles: {ba(ORACLE, 'in-distribution', 'BMM')}%), out of distribution from "
+               f"{ba(SPEC, 'OOD', 'BMM')}% (oracle tiles: {ba(ORACLE, 'OOD', 'BMM')}%)")
+    assert a[(SPEC, "in-distribution", "FC")] > b[(SPEC, "in-distribution", "FC")]
+    assert a[(SPEC, "OOD", "FC")] > b[(SPEC, "OOD", "FC")]
+    says(NB04, f"FC got worse with spec-only tiles, the default: from {ba(SPEC, 'in-distribution', 'FC')}% in "
+               f"distribution and from {ba(SPEC, 'OOD', 'FC')}% out of distribution")
+    assert a[(ORACLE, "in-distribution", "FC")] > b[(ORACLE, "in-distribution", "FC")]
+    assert a[(ORACLE, "OOD", "FC")] < b[(ORACLE, "OOD", "FC")]
+    says(NB04, f"With oracle tiles FC got worse in distribution ({ba(ORACLE, 'in-distribution', 'FC')}%) and better out "
+               f"of distribution ({ba(ORACLE, 'OOD', 'FC')}%)")
+    # the after column is the default of the per-op table
+    for s_, c in ((s_, c) for s_ in ("in-distribution", "OOD") for c in ("BMM", "FC")):
+        assert a[(SPEC, s_, c)] == ours(s_)[c]
+    g = held_out_gpus()
+    m = lambda d, c: f"{g[(d, c)]['mape_pct']:.1f}"   # noqa: E731
+    says(NB04, f"By GPU, FC's OOD MAPE is now {m(H100, 'FC')}% on the H100 and {m(A100_80, 'FC')}% on the A100-80GB, "
+               f"BMM's {m(H100, 'BMM')}% and {m(A100_80, 'BMM')}%")
+    ood, paper = ours("OOD"), paper_ood()
+    assert ood["BMM"] > paper["BMM"] and ood["FC"] < paper["FC"]
+    says(NB04, f"BMM's OOD MAPE, {ood['BMM']:.1f}%, still misses the paper's {paper['BMM']:.1f}, by "
+               f"{ood['BMM'] - paper['BMM']:.1f} points; FC's, {ood['FC']:.1f}%, stays below the paper's {paper['FC']:.1f}")
+    says(NB04, f"The amendment was proposed after a scratch run had shown BMM's OOD number "
+               f"({b[(SPEC, 'OOD', 'BMM')]:.1f} -> {a[(SPEC, 'OOD', 'BMM')]:.1f})")
+    says(NB04, "FC keeps `f_fill` although its default forecast got worse on both held-out splits")
+    # a6-read: amendment 6's table is on the models it was decided with; the default's FC since amendment 7
+    a6 = table("04-amendment6").set_index("op_class")
+    assert a6.loc["FC", "OOD, after (amendment 6)"] == b[(SPEC, "OOD", "FC")]
+    says(NB04, f"amendment 7 (below) changed them since, and with its models, still capped, FC's OOD MAPE is {ood['FC']:.1f}")
+
+
 def test_04_tile_rule_reading():
     """04 cell tile-crit-read: criterion scores (04-tile-rules-criterion), test_id and OOD MAPE (perop), forecast bias (04-tile-rule-bias)."""
     runs = table("04-tile-rules-criterion")
@@ -257,10 +317,12 @@ def test_04_spec_dominance_reading():
     moves = "moves no forecast" if (mem["change_pct"] == 0).all() and (mem["slower_launch_pct"] == 0).all() else "moves forecasts"
     says(NB04, f"raising the H100's memory capacity alone {moves} since amendment 5")
     bw = dom[dom["step"] == "+mem_bw_gbps"].set_index("op_class")
-    cuts = "every class" if (bw["change_pct"] < 0).all() else "some classes"
+    up = [c for c in OP_ORDER if bw.loc[c, "change_pct"] >= 0]
+    assert up == ["FC"], "the prose says every class's sum falls but FC's"
     slower = (bw["slower_launch_pct"] > 0).sum()
     first, second = bw["slower_launch_pct"].sort_values(ascending=False).index[:2]
-    says(NB04, f"Raising the bandwidth alone cuts the summed forecast of {cuts}, yet some shapes of "
+    says(NB04, f"Raising the bandwidth alone cuts the summed forecast of every class but FC, whose sum rises by "
+               f"{bw.loc['FC', 'change_pct']:.1f}%, and some shapes of "
                f"{'most' if slower > len(bw) / 2 else 'few'} classes are forecast slower, most often "
                f"{CLASS_WORDS[first]} kernels, then {CLASS_WORDS[second]} ones")
 
@@ -369,8 +431,13 @@ def test_04_shape_error_transfer():
     says(NB04, f"Its BMM errors correlate with no training GPU's by more than {h100['BMM']:.2f}, and its FC errors by no "
                f"more than {h100['FC']:.2f} (pairs with at least 50 shapes in common)")
     h_all = t[t["device"] == H100]
-    worse = (h_all["without_shape_error_mape_pct"] > h_all["mape_pct"]).all()
-    says(NB04, f"Dividing out {'any' if worse else 'some'} training GPU's error per shape makes its forecasts worse")
+    helps = h_all[h_all["without_shape_error_mape_pct"] < h_all["mape_pct"]]
+    assert not (helps["op_class"] == "BMM").any(), "the prose says dividing out any training GPU's error worsens BMM"
+    assert list(helps["op_class"]) == ["FC"] and list(helps["train_gpu"]) == [A100_40], "the prose names one exception"
+    r = helps.iloc[0]
+    says(NB04, "Dividing out any training GPU's error per shape makes its BMM forecasts worse, and its FC forecasts "
+               f"worse for every training GPU but the A100-PCIE-40GB ({r['mape_pct']:.1f}% to "
+               f"{r['without_shape_error_mape_pct']:.1f}%)")
 
 
 def test_04_error_concentration_reading():
@@ -408,16 +475,23 @@ def test_04_fixed_time_variant():
     ovh = table("04-overhead-variant").set_index("op_class")
     gain = (ovh["OOD, adopted"] - ovh["OOD, with t0"]).sort_values(ascending=False)
     names = {**CLASS_WORDS, "EW": "element-wise ops", "BMM": "batched matmul"}
-    says(NB04, f"learning it pays off most for the {names[gain.index[0]]}, then {names[gain.index[1]]}")
+    assert 0 < gain.iloc[2] <= gain.iloc[1] < 1, "the prose says the second and third gain under a point each"
+    says(NB04, f"learning it pays off most for the {names[gain.index[0]]}, then {names[gain.index[1]]} and "
+               f"{names[gain.index[2]]}, by under a point each")
     paper = paper_ood()
     missed = [c for c in OP_ORDER if ovh.loc[c, "OOD, adopted"] > paper[c]]
-    improve = all(gain[c] > 0 for c in missed)
+    improved = [c for c in missed if gain[c] > 0]
+    not_improved = [c for c in missed if gain[c] <= 0]
+    assert len(improved) == len(not_improved) == 1, "the prose says one of the two improves and the other does not"
     reach = any(ovh.loc[c, "OOD, with t0"] <= paper[c] for c in missed)
-    says(NB04, f"{' and '.join(names[c] for c in missed)}, the {WORDS[len(missed)]} classes that miss their targets, "
-               f"{'both improve' if improve else 'do not both improve'}, and {'some reach' if reach else 'neither reaches'} "
+    n = not_improved[0]
+    says(NB04, f"Of {' and '.join(names[c] for c in missed)}, the {WORDS[len(missed)]} classes that miss their targets, "
+               f"{names[improved[0]]} improves and {names[n]} does not ({ovh.loc[n, 'OOD, adopted']:.1f}% to "
+               f"{ovh.loc[n, 'OOD, with t0']:.1f}%), and {'some reach' if reach else 'neither reaches'} "
                f"the paper's number; layernorm gets {'worse' if gain['LN'] < 0 else 'better'}")
     gain_id = ovh["in-distribution, adopted"] - ovh["in-distribution, with t0"]
     top = names[gain_id.idxmax()]
+    assert gain_id.idxmax() != gain.index[0], "the prose says the order differs"
     says(NB04, f"In distribution the order differs: {top} {'gain' if top.endswith('ops') else 'gains'} most, and "
                f"{' and '.join(names[c] for c in OP_ORDER if gain_id[c] < 0)} gets worse.")
 
@@ -436,11 +510,15 @@ def test_04_paper_size():
     says(NB04, f"it reaches BMM {oracle['BMM']:.1f} and FC {oracle['FC']:.1f}, against the paper's "
                f"{paper_ood()['BMM']:.1f} and {paper_ood()['FC']:.1f}")
     ind, ind_default = paper_size_mape(size, SPEC, "in-distribution"), paper_size_mape(default, SPEC, "in-distribution")
-    gemm_better = all(ind[c] < ind_default[c] for c in ("BMM", "FC"))
-    vec_worse = all(ind[c] > ind_default[c] for c in ("EW", "SOFTMAX", "LN"))
-    assert gemm_better and vec_worse
-    says(NB04, f"better than our default for the GEMMs (BMM {ind['BMM']:.1f} against {ind_default['BMM']:.1f}, "
-               f"FC {ind['FC']:.1f} against {ind_default['FC']:.1f}) and worse for the three vector classes")
+    better = [c for c in OP_ORDER if ind[c] < ind_default[c]]
+    assert better == ["FC"], "the prose says the paper's size beats our default in distribution only for FC"
+    says(NB04, f"does better than our default only for FC ({ind['FC']:.1f} against {ind_default['FC']:.1f}) and worse "
+               f"for BMM ({ind['BMM']:.1f} against {ind_default['BMM']:.1f}) and the three vector classes")
+    # before amendment 7 (its before/after table), the default's BMM lost to the paper's size in distribution
+    a7 = table("04-amendment7").set_index(["method", "split", "op_class"])
+    assert ind["BMM"] < a7.loc[(SPEC, "in-distribution", "BMM"), "before (amendment 6)"]
+    assert ind["FC"] < a7.loc[(SPEC, "in-distribution", "FC"), "before (amendment 6)"]
+    says(NB04, "before amendment 7 gave our GEMM models `f_fill`, it had done better for both GEMMs")
 
 
 # ------------------------------------------------------------------------------------------ notebook 05
@@ -523,17 +601,22 @@ def test_05_short_kernels_and_fixed_time():
     says(NB05, f"the share of short kernels goes {'only weakly' if abs(rho) < 0.3 else 'clearly'} with forecast / measured")
     sw = short[(short["model"] == "switchxl4") & (short["seq"] == 512)]
     assert (sw["short_share"] >= 0.05).all()
+    slow = (sw["ratio"] > 1).mean()
     says(NB05, "puts a large share of every label's forecast in short kernels, and "
-               f"{'most of its' if (sw['ratio'] > 1).mean() > 0.5 else 'few of its'} labels are forecast too slow")
+               f"{'most of its' if slow > 0.5 else 'half of its' if slow == 0.5 else 'few of its'} labels are forecast too slow")
     var = table("e2e_overhead_variant")
     means = var.groupby("kind")[["neusight_ape", "hidden_t0_ape"]].mean()
     lowered = [k for k in ("inference", "fused inference") if means.loc[k, "hidden_t0_ape"] < means.loc[k, "neusight_ape"]]
     gain = (var[var["kind"].isin(lowered)].assign(gain=lambda d: d["neusight_ape"] - d["hidden_t0_ape"])
             .groupby("model")["gain"].mean())
     switch_kernels = short.loc[short["model"] == "switchxl4", "short_kernels"].min()
-    says(NB05, f"the variant lowers the {' and '.join(k.split()[0] for k in lowered)} errors, "
-               f"{'SwitchTransformer' if gain.idxmax() == 'switchxl4' else gain.idxmax()}'s most (each of its "
-               f"{'thousands' if switch_kernels >= 1000 else 'hundreds'} of short kernels loses t0)")
+    top = gain.sort_values(ascending=False)
+    assert list(top.index[:2]) == ["gpt3_27", "gpt3_xl"] and f"{top.iloc[0]:.1f}" == f"{top.iloc[1]:.1f}"
+    assert gain["switchxl4"] > 0 and gain.idxmin() == "bert_large" and gain["bert_large"] < 0
+    says(NB05, f"the variant lowers the {' and '.join(k.split()[0] for k in lowered)} errors, GPT3-2.7B's and GPT3-XL's "
+               f"most (by {top.iloc[0]:.1f} points of mean APE each); SwitchTransformer's fall by only "
+               f"{gain['switchxl4']:.1f} points, although each of its {'thousands' if switch_kernels >= 1000 else 'hundreds'} "
+               f"of short kernels loses t0, and BERT-Large's rise (by {-gain['bert_large']:.1f} points)")
     unseen_train = var[(var["gpus"] == "other GPUs") & (var["kind"] == "training")]
     raises = unseen_train["hidden_t0_ape"].mean() > unseen_train["neusight_ape"].mean()
     says(NB05, f"It {'raises' if raises else 'lowers'} the training error on the GPUs never trained on")
@@ -567,54 +650,70 @@ def test_04_seed_spread():
     """04 cell seed-read: the per-op MAPE over training seeds (04-seed-spread)."""
     r = seed_ranges()
     bmm, soft = r[("OOD", "BMM")], r[("OOD", "SOFTMAX")]
-    assert bmm["vs_paper"] == "above" and soft["vs_paper"] == "spans" and bmm["first_is_worst"]
+    seed0 = table("04-seed-spread").set_index(["split", "op_class"]).loc[("OOD", "BMM")]
+    first_is_best = seed0["seed0_pct"] == seed0["min_pct"]
+    assert bmm["vs_paper"] == "above" and soft["vs_paper"] == "spans" and (first_is_best or bmm["first_is_worst"])
     says(NB04, f"over {WORDS[bmm['seeds']]} seeds, the OOD MAPE of BMM lies between {bmm['range'].replace('-', ' and ')}% "
                f"and that of softmax between {soft['range'].replace('-', ' and ')}%")
     says(NB04, f"Every seed is above the paper's {bmm['paper']} for BMM")
-    says(NB04, f"seed 0, the committed one, happens to be the worst of the {WORDS[bmm['seeds']]} for BMM")
+    says(NB04, f"seed 0, the committed one, happens to be the {'best' if first_is_best else 'worst'} of the "
+               f"{WORDS[bmm['seeds']]} for BMM")
     says(NB04, f"Softmax's range contains the paper's {soft['paper']}")
     below = {c: r[("OOD", c)] for c in ("FC", "EW", "LN")}
     assert all(v["vs_paper"] == "below" for v in below.values())
     says(NB04, f"FC ({below['FC']['range']}%), element-wise ({below['EW']['range']}%) and layernorm "
                f"({below['LN']['range']}%) are below the paper's OOD numbers on every seed")
     widths = {k[1]: v["width"] for k, v in r.items() if k[0] == "OOD"}
-    most = sorted(widths, key=lambda c: float(widths[c]))[-2:]
-    assert set(most) == {"FC", "EW"} and widths["FC"] == widths["EW"]
+    most = sorted(widths, key=lambda c: float(widths[c]))
+    assert float(widths[most[-1]]) > float(widths[most[-2]]), "the prose names one class that moves most"
     fc_id = r[("in-distribution", "FC")]
     assert fc_id["vs_paper"] == "above"
-    says(NB04, f"FC and element-wise move most with the seed OOD ({widths['FC']} points each); FC also in distribution, "
-               f"at {fc_id['range']}%, above the paper's {fc_id['paper']} on every seed")
+    says(NB04, f"{CLASS_WORDS[most[-1]].capitalize()} moves most with the seed OOD ({widths[most[-1]]} points). "
+               f"In distribution, FC lies at {fc_id['range']}%, above the paper's {fc_id['paper']} on every seed")
 
 
 def test_05_seed_spread():
     """05 cell seed-read: the end-to-end mean APE over training seeds (e2e_seed_spread)."""
     r = e2e_seed_ranges()
+    rows = table("e2e_seed_spread").set_index(["kind", "device"])
+    seeds_of = lambda kind, device="ALL": rows.loc[(kind, device)].filter(regex=r"^seed\d")
+    below_paper = lambda kind, device="ALL": int((seeds_of(kind, device) < rows.loc[(kind, device), "paper_pct"]).sum())
     inf, train, fused = r[("inference", "ALL")], r[("training", "ALL")], r[("fused inference", "ALL")]
-    says(NB05, f"over {WORDS[inf['seeds']]} seeds, the mean APE is {inf['range']}% for\ninference and {train['range']}% for training")
+    n = WORDS[inf["seeds"]]
+    says(NB05, f"over {n} seeds, the mean APE is {inf['range']}% for\ninference and {train['range']}% for training")
     assert inf["min_pct"] > 5 and train["min_pct"] > 5
-    assert inf["max_pct"] < inf["paper_pct"] and train["max_pct"] < train["paper_pct"]
-    says(NB05, f"above the 5% target and below the paper's {inf['paper_pct']:.1f} and {train['paper_pct']:.1f} on every seed")
-    assert train["first"] == train["min_pct"] and 0 < inf["first"] - inf["min_pct"] <= 0.1
-    says(NB05, f"the lowest of the {WORDS[inf['seeds']]} for training and within 0.1 point of the lowest for inference")
-    below5 = int((table("e2e_seed_spread").query("kind == 'fused inference' and device == 'ALL'")
-                  .filter(regex=r"^seed\d").iloc[0] < 5).sum())
-    says(NB05, f"Fused inference spans {fused['range']}%, under 5% on {WORDS[below5]} seed of {WORDS[fused['seeds']]}")
-    t4, p4 = r[("inference", "Tesla T4")], r[("inference", "Tesla P4")]
+    inf_below, train_below = below_paper("inference"), below_paper("training")
+    assert inf_below == inf["seeds"] and 0 < train_below < train["seeds"]
+    says(NB05, f"above the 5% target on every seed; below the paper's {inf['paper_pct']:.1f} for inference on every seed, "
+               f"but below its {train['paper_pct']:.1f} for training on {WORDS[train_below]} "
+               f"seed{'' if train_below == 1 else 's'} of {n} only")
+    # where the committed (first) seed ranks: the number of seeds with a higher mean APE
+    rank = {0: "the highest", 1: "the second highest"}
+    above_first = {k: int((seeds_of(k) > seeds_of(k).iloc[0]).sum()) for k in ("inference", "training")}
+    assert all(v in rank for v in above_first.values())
+    says(NB05, f"The committed seed is {rank[above_first['inference']]} of the {n} for inference and "
+               f"{rank[above_first['training']]} for training, so the headline above sits at the unfavourable end of the spread")
+    below5 = int((seeds_of("fused inference") < 5).sum())
+    says(NB05, f"Fused inference spans {fused['range']}%, under 5% on {WORDS[below5]} seed{'' if below5 == 1 else 's'} of "
+               f"{WORDS[fused['seeds']]}")
+    t4, h100 = r[("inference", "Tesla T4")], r[("inference", H100)]
     widths = {d: v["max_pct"] - v["min_pct"] for (k, d), v in r.items() if k == "inference" and d != "ALL"}
-    assert sorted(widths, key=widths.get)[-2:] == ["Tesla P4", "Tesla T4"]
-    says(NB05, f"(T4 {t4['range']}%, P4 {p4['range']}%)")
-    h100, a80, p100 = r[("inference", H100)], r[("training", A100_80)], r[("inference", "Tesla P100-PCIE-16GB")]
-    gaps = {name: v["min_pct"] - v["paper_pct"] for name, v in (("H100", h100), ("A100-80GB", a80), ("P100", p100))}
-    assert gaps["H100"] > 0 and gaps["A100-80GB"] > 0 and min(gaps, key=gaps.get) == "P100"   # P100 closest
+    assert sorted(widths, key=widths.get)[-2:] == [H100, "Tesla T4"]
+    says(NB05, f"The seed moves T4's and H100's inference labels most (T4 {t4['range']}%, H100 {h100['range']}%)")
+    # the GPUs above the paper's averages with the committed seed
+    above = {(k, d) for (k, d), v in r.items() if d != "ALL" and v["first"] > v["paper_pct"]}
+    a40, h100_train, a80 = (r[k] for k in (("inference", A100_40), ("training", H100), ("training", A100_80)))
+    assert above == {("inference", H100), ("training", A100_80), ("inference", A100_40), ("training", H100)}
+    assert h100["min_pct"] > h100["paper_pct"] and a80["min_pct"] > a80["paper_pct"]
     says(NB05, f"H100 inference stays above on every seed ({h100['range']}% against {h100['paper_pct']:.1f}), and so does "
                f"A100-80GB training ({a80['range']}% against {a80['paper_pct']:.1f})")
-    p100_seeds = table("e2e_seed_spread").set_index(["kind", "device"]).loc[("inference", "Tesla P100-PCIE-16GB")]
-    below = int((p100_seeds.filter(regex=r"^seed\d") < p100["paper_pct"]).sum())
-    assert below <= 1
-    side = (f"just below it on one seed of {WORDS[p100['seeds']]} (by {-gaps['P100']:.3f} points), above it on the "
-            f"other {WORDS[p100['seeds'] - 1]}" if below else "above it on every seed")
-    says(NB05, f"P100 inference comes closest, at {p100['min_pct']:.3f}% on its best seed against the paper's "
-               f"{p100['paper_pct']:.2f}: {side}")
+    assert all(v["min_pct"] < v["paper_pct"] < v["max_pct"] for v in (a40, h100_train))
+    says(NB05, f"A100-PCIE-40GB inference ({a40['range']}% against {a40['paper_pct']:.1f}) and H100 training "
+               f"({h100_train['range']}% against {h100_train['paper_pct']:.1f}) fall on either side of the paper's number "
+               "with the seed")
+    p100 = r[("inference", "Tesla P100-PCIE-16GB")]
+    assert p100["max_pct"] < p100["paper_pct"]
+    says(NB05, f"P100 inference is below the paper's {p100['paper_pct']:.2f} on every seed ({p100['range']}%)")
 
 
 def test_04_held_out_gpus():
@@ -633,13 +732,15 @@ def test_04_held_out_gpus():
     assert below == ["LN"]
     trained_gpus = [g for (g, c) in t if c == "LN" and g not in NEVER_TRAINED_POOLS and not pd.isna(t[(g, c)]["trained_mape_pct"])]
     worst = {c: max(trained_gpus, key=lambda g: t[(g, c)]["mape_pct"]) for c in OP_ORDER}
-    assert worst["LN"] == worst["SOFTMAX"] == A100_40 and worst["FC"] == worst["BMM"] == "Tesla V100-PCIE-32GB"
+    v100, t4 = "Tesla V100-PCIE-32GB", "Tesla T4"
+    assert worst["LN"] == worst["SOFTMAX"] == A100_40 and worst["FC"] == v100 and worst["BMM"] == t4
     says(NB04, f"missed most on the row-wise classes: layernorm {m(A100_40, 'LN')}%, softmax {m(A100_40, 'SOFTMAX')}%")
-    v100 = "Tesla V100-PCIE-32GB"
-    says(NB04, f"missed most on the GEMMs: FC {m(v100, 'FC')}%, BMM {m(v100, 'BMM')}%")
-    gains = [c for c in OP_ORDER if t[(pool, c)]["mape_pct"] <= t[(pool, c)]["trained_mape_pct"]]
-    assert gains == ["BMM"]
-    says(NB04, f"loses nothing when its GPU is held out ({m(pool, 'BMM')}% against {m(pool, 'BMM', 'trained_mape_pct')}%)")
+    says(NB04, f"The V100 is missed most on FC ({m(v100, 'FC')}%), the T4 on BMM ({m(t4, 'BMM')}%)")
+    loss = {c: t[(pool, c)]["mape_pct"] - t[(pool, c)]["trained_mape_pct"] for c in OP_ORDER}
+    assert min(loss.values()) > 0, "the prose says every class loses"
+    least = min(loss, key=loss.get)
+    says(NB04, f"Every class loses when its GPU is held out; {CLASS_WORDS[least]} loses least ({m(pool, least)}% against "
+               f"{m(pool, least, 'trained_mape_pct')}%)")
     lf = lambda c: f"{t[(pool, c)]['level_free_mape_pct']:.1f}"
     says(NB04, f"falls to {lf('EW')}% (element-wise) and {lf('LN')}% (layernorm), while softmax keeps {lf('SOFTMAX')}%, "
                f"BMM {lf('BMM')}% and FC {lf('FC')}%")
@@ -684,16 +785,17 @@ def test_05_backward_traffic():
     assert (up > 0).all()
     says(NB05, f"the rule makes every training forecast slower, by {up.min():.1f}-{up.max():.1f}%")
     mean = t[["without_ape", "with_ape"]].mean()
-    assert f"{mean['without_ape']:.1f}" == f"{mean['with_ape']:.1f}"
-    says(NB05, f"The mean APE over all {len(t)} training labels stays at {mean['with_ape']:.1f}%")
+    assert mean["with_ape"] < mean["without_ape"]
+    says(NB05, f"The mean APE over all {len(t)} training labels falls from {mean['without_ape']:.1f}% to "
+               f"{mean['with_ape']:.1f}%")
     ape = t.groupby("device")[["without_ape", "with_ape"]].mean()
-    a100 = t[t["device"] == A100_80]
-    fast = int((a100["without_ms"] < a100["e2e_ms"]).sum())
-    assert fast > len(a100) / 2 and ape.loc[A100_80, "with_ape"] < ape.loc[A100_80, "without_ape"]
+    for gpu in (A100_80, H100):
+        lab = t[t["device"] == gpu]
+        assert int((lab["without_ms"] < lab["e2e_ms"]).sum()) > len(lab) / 2
+        assert ape.loc[gpu, "with_ape"] < ape.loc[gpu, "without_ape"]
     v100 = "Tesla V100-PCIE-32GB"
     assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_ape"]
-    says(NB05, f"The A100-80GB's labels, most of them forecast too fast, improve ({ape.loc[A100_80, 'without_ape']:.1f}% -> "
-               f"{ape.loc[A100_80, 'with_ape']:.1f}%), V100's get worse ({ape.loc[v100, 'without_ape']:.1f}% -> "
-               f"{ape.loc[v100, 'with_ape']:.1f}%)")
-    assert abs(ape.loc[H100, "with_ape"] - ape.loc[H100, "without_ape"]) < 0.05
-    says(NB05, "the H100's hardly move")
+    says(NB05, "The A100-80GB's and the H100's labels, most of them forecast too fast, improve (A100-80GB "
+               f"{ape.loc[A100_80, 'without_ape']:.1f}% -> {ape.loc[A100_80, 'with_ape']:.1f}%, H100 "
+               f"{ape.loc[H100, 'without_ape']:.1f}% -> {ape.loc[H100, 'with_ape']:.1f}%), while V100's get worse "
+               f"({ape.loc[v100, 'without_ape']:.1f}% -> {ape.loc[v100, 'with_ape']:.1f}%)")

@@ -9,6 +9,7 @@ import json
 import math
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -24,6 +25,8 @@ PROSE = re.sub(r"<!-- results:begin.*?<!-- results:end -->", "", README, flags=r
 
 CLASS_WORDS = {"BMM": "batched matmul", "FC": "FC", "EW": "element-wise", "SOFTMAX": "softmax", "LN": "layernorm"}
 OP_ORDER = ["BMM", "FC", "EW", "SOFTMAX", "LN"]
+MODEL_NAMES = {"bert_large": "BERT Large", "gpt2_large": "GPT-2 Large", "gpt3_xl": "GPT3-XL", "gpt3_27": "GPT3-2.7B",
+               "opt_13": "OPT-1.3B", "switchxl4": "SwitchTransformer"}   # the paper's six models, as the README names them
 
 
 def say(phrase: str) -> None:
@@ -159,6 +162,74 @@ def test_amendment6_envelope():
     say(f"{'most' if (lab['ms_before'] < lab['e2e_ms']).mean() > 0.5 else 'few'} of them were forecast too fast already")
 
 
+
+
+def test_amendment7():
+    """Amendment 7 (f_fill): 04-amendment7-fill, 04-amendment7-evidence, 04-amendment7; end to end, e2e_* before/after."""
+    from lib.devices import TRAIN_GPUS_NVIDIA
+    from lib.selection import KNOWN_CHOICE, UNSEEN_CHOICE
+    fill = table("04-amendment7-fill").set_index(["op_class", "split"])["median"]
+    held_out = {f"{fill['BMM', 'test_id']:.2f}", f"{fill['BMM', 'test_ood']:.2f}"}
+    assert len(held_out) == 1 and fill["BMM", "train"] < fill["BMM", "test_id"]         # "partly empty", "mostly fill"
+    say(f"(median `f_fill` {fill['BMM', 'train']:.2f} over the BMM training rows, {held_out.pop()} over the held-out ones;")
+
+    ev = table("04-amendment7-evidence").set_index(["protocol", "op_class"])
+    unseen, known = "unseen GPUs: combined score", "training GPUs: held-out-shape MAPE"
+    assert ev["adopt"].all() and len(ev) == 4                                               # "It did for all four"
+    assert all(choice[c][0].endswith("_fill") for choice in (UNSEEN_CHOICE, KNOWN_CHOICE) for c in ("BMM", "FC"))
+    def crit(proto, c):
+        return f"{c} {ev.loc[(proto, c), 'adopted']:.1f} -> {ev.loc[(proto, c), 'with f_fill']:.1f}"
+    say(f"It did for all four (GPUs never trained on, combined score: {crit(unseen, 'BMM')}, {crit(unseen, 'FC')}; "
+        f"training GPUs, held-out-shape MAPE: {crit(known, 'BMM')}, {crit(known, 'FC')};")
+
+    a7 = table("04-amendment7").query("method == @SPEC").set_index(["split", "op_class"])
+    b, a = a7["before (amendment 6)"], a7["after (amendment 7)"]
+    paper = table("perop_ci").query("method == @SPEC and split == 'OOD'").set_index("op_class")["paper_pct"]
+    bmm_better = a["OOD", "BMM"] < b["OOD", "BMM"] and a["in-distribution", "BMM"] < b["in-distribution", "BMM"]
+    fc_worse = a["OOD", "FC"] > b["OOD", "FC"] and a["in-distribution", "FC"] > b["in-distribution", "FC"]
+    assert bmm_better and fc_worse
+    misses = "still misses" if a["OOD", "BMM"] > paper["BMM"] else "now meets"
+    say(f"BMM improved, OOD {b['OOD', 'BMM']:.1f} -> {a['OOD', 'BMM']:.1f} and in-distribution "
+        f"{b['in-distribution', 'BMM']:.1f} -> {a['in-distribution', 'BMM']:.1f}, and {misses} the paper's "
+        f"{paper['BMM']:.1f}; FC got worse, OOD {b['OOD', 'FC']:.1f} -> {a['OOD', 'FC']:.1f} and in-distribution "
+        f"{b['in-distribution', 'FC']:.1f} -> {a['in-distribution', 'FC']:.1f}.")
+
+    # end to end: notebook 05 forecasts every label with the defaults as amendment 6 left them and with today's
+    say("End to end (`figures/tables/e2e_amendment7.csv`)")
+    e2e = table("e2e_amendment7").rename(columns=lambda c: f"neusight_{c}" if c.split("_")[0] in ("ms", "ape") else c)
+    runs = {k: e2e[e2e["kind"] == kind] for k, kind in
+            (("inference", "inference"), ("training", "training"), ("fused", "fused inference"))}
+    for kind, name in (("inference", "e2e_inference"), ("training", "e2e_training"), ("fused", "e2e_fusion")):
+        assert np.allclose(np.sort(runs[kind]["neusight_ape_after"]), np.sort(table(name)["neusight_ape"]))  # today's
+    plain = pd.concat([runs["inference"], runs["training"]])
+    unseen_lab = plain[~plain["device"].isin(TRAIN_GPUS_NVIDIA)]
+    faster = unseen_lab["neusight_ms_after"] < unseen_lab["neusight_ms_before"]
+    assert faster.mean() > 0.5
+    too_fast = unseen_lab.loc[faster, "neusight_ms_before"] < unseen_lab.loc[faster, "e2e_ms"]
+    assert too_fast.mean() > 0.5                                                          # "most of which were too fast"
+    say(f"now forecast faster ({int(faster.sum())} of the {len(unseen_lab)} labels without fusion of H100 and A100-80GB), "
+        f"most of which were too fast already")
+
+    def ape(kind, device=None):
+        r = runs[kind] if device is None else runs[kind][runs[kind]["device"] == device]
+        return f"{r['neusight_ape_before'].mean():.1f}% -> {r['neusight_ape_after'].mean():.1f}%"
+    a80, h100 = "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"
+    for kind, dev in (("training", None), ("training", a80), ("inference", h100), ("training", h100)):
+        r = runs[kind] if dev is None else runs[kind][runs[kind]["device"] == dev]
+        assert r["neusight_ape_after"].mean() > r["neusight_ape_before"].mean()              # "got worse"
+    say(f"so those GPUs' labels got worse: training mean APE {ape('training')}, A100-80GB training {ape('training', a80)}, "
+        f"H100 inference {ape('inference', h100)}, H100 training {ape('training', h100)}.")
+    # the training GPUs, per GPU and mode: all improved but P4 (inference)
+    trained = pd.concat([runs[k][runs[k]["device"].isin(TRAIN_GPUS_NVIDIA)].assign(mode=k) for k in ("inference", "training")])
+    means = trained.groupby(["device", "mode"])[["neusight_ape_before", "neusight_ape_after"]].mean()
+    worse = means[means["neusight_ape_after"] > means["neusight_ape_before"]]
+    assert list(worse.index) == [("Tesla P4", "inference")] and len(means) > 2 * len(worse)   # "mostly improved"
+    say(f"The training GPUs' labels mostly improved (P100 inference {ape('inference', 'Tesla P100-PCIE-16GB')}; "
+        f"P4 inference got worse, {ape('inference', 'Tesla P4')}), and fused inference improved, "
+        f"{runs['fused']['neusight_ape_before'].mean():.1f}% -> {runs['fused']['neusight_ape_after'].mean():.1f}%.")
+    assert runs["fused"]["neusight_ape_after"].mean() < runs["fused"]["neusight_ape_before"].mean()
+
+
 def test_memory_per_sm_ranges():
     """Memory per SM of the training GPUs and of H100, A100-80GB, H200: device-specs (mem_gb / num_sm)."""
     per_sm = mem_per_sm()
@@ -291,10 +362,10 @@ def test_short_kernel_labels():
     short = table("e2e_short_kernels")
     sw = short[(short["model"] == "switchxl4") & (short["seq"] == 512)]
     slow, rest = sw[sw["ratio"] > 1], sw[sw["ratio"] <= 1]
-    assert 0 < len(rest) < len(slow)
+    assert len(slow) > 0 and len(rest) > 0                                # "too slow on ... and too fast on the other"
     say(f"SwitchTransformer at sequence 512, with {span(100 * sw['short_share'].min(), 100 * sw['short_share'].max(), '.0f')}% "
         f"of its forecast in short kernels, is forecast too slow on {len(slow)} of its {len(sw)} labels "
-        f"(by up to {100 * (slow['ratio'].max() - 1):.0f}%; the other {WORDS[len(rest)]} within "
+        f"(by up to {100 * (slow['ratio'].max() - 1):.0f}%) and too fast on the other {WORDS[len(rest)]} (by up to "
         f"{100 * (1 - rest['ratio'].min()):.0f}%)")
     rho = short[["short_share", "ratio"]].corr(method="spearman").iloc[0, 1]
     many = short["short_share"] >= 0.05
@@ -316,14 +387,20 @@ def test_e2e_interval_wording():
     inf, train, fused = table("e2e_inference"), table("e2e_training"), table("e2e_fusion")
     assert inf["neusight_ape"].mean() > E2E_TARGET_PCT and (inf["neusight_ape"] - inf["paper_neusight"]).mean() < 0
     assert train["neusight_ape"].mean() > E2E_TARGET_PCT
-    assert (train["neusight_ape"] - train["paper_neusight"]).mean() < 0
+    assert (train["neusight_ape"] - train["paper_neusight"]).mean() > 0                             # "we trail the paper"
     assert side(inf["neusight_ape"], E2E_TARGET_PCT) == "above"
     assert bootstrap_mean_ci(inf["neusight_ape"])[0] < E2E_TARGET_PCT + 0.5                          # "(just)"
     assert side(inf["neusight_ape"] - inf["paper_neusight"], 0) == "spans"
     say(f"For inference, the miss of the {E2E_TARGET_PCT:g}% target is clear of chance (just), our lead over the "
         f"paper on the same labels is not.")
-    assert side(train["neusight_ape"], E2E_TARGET_PCT) == side(train["neusight_ape"] - train["paper_neusight"], 0) == "spans"
-    say("For training, neither is.")
+    assert side(train["neusight_ape"], E2E_TARGET_PCT) == "above"
+    assert side(train["neusight_ape"] - train["paper_neusight"], 0) == "spans"
+    say("For training, the miss is clear of chance too; that we trail the paper on the same labels is not.")
+    # the shortfall list: both misses clear of chance, inference's just; training's mean above the paper's
+    say("(in both, the miss is clear of chance, for inference just;")
+    paper_labels = train.dropna(subset=["paper_neusight"])
+    say(f"For training our mean is above the paper's too ({paper_labels['neusight_ape'].mean():.1f}% against "
+        f"{paper_labels['paper_neusight'].mean():.1f}%), a gap within chance.")
     assert side(fused["neusight_ape"] - fused["paper_ape_pct"], 0) == "below"
     say("For fused inference, our lead over the paper is clear.")
 
@@ -360,10 +437,11 @@ def test_backward_traffic():
     up = 100 * (t["with_ms"] / t["without_ms"] - 1)
     ape = t.groupby("device")[["without_ape", "with_ape"]].mean()
     a, v = ape.loc["NVIDIA A100 80GB PCIe"], ape.loc["Tesla V100-PCIE-32GB"]
+    assert (up > 0).all()
+    move = "falls" if t["with_ape"].mean() < t["without_ape"].mean() else "rises"
     say(f"it makes every training forecast {span(up.min(), up.max(), '.1f')}% slower, and the mean APE over the "
-        f"{len(t)} training labels stays at {t['with_ape'].mean():.1f}% (A100-80GB {a['without_ape']:.1f}% -> "
-        f"{a['with_ape']:.1f}%, V100 {v['without_ape']:.1f}% -> {v['with_ape']:.1f}%;")
-    assert f"{t['without_ape'].mean():.1f}" == f"{t['with_ape'].mean():.1f}" and (up > 0).all()
+        f"{len(t)} training labels {move} from {t['without_ape'].mean():.1f}% to {t['with_ape'].mean():.1f}% "
+        f"(A100-80GB {a['without_ape']:.1f}% -> {a['with_ape']:.1f}%, V100 {v['without_ape']:.1f}% -> {v['with_ape']:.1f}%;")
 
 
 def test_fusion_rules():
@@ -374,6 +452,8 @@ def test_fusion_rules():
     say(f"Fused mean APE {rules['chains_only_ape'].mean():.1f}% -> {rules['folded_ape'].mean():.1f}% "
         f"(A100-PCIE-40GB {a100['chains_only_ape']:.1f} -> {a100['folded_ape']:.1f}, "
         f"H100 {h100['chains_only_ape']:.1f} -> {h100['folded_ape']:.1f};")
+    assert a100["folded_ape"] < a100["chains_only_ape"] and h100["folded_ape"] > h100["chains_only_ape"]
+    say("the fold helps A100-PCIE-40GB's labels and costs H100's.")
     unfused = table("e2e_inference").set_index(["gpu", "model", "batch", "seq"])["neusight_ms"]
     b = rules[rules["model"] == "bert_large"]
     moved = 100 * (1 - b["chains_only_ms"].to_numpy() / unfused.loc[list(zip(b.gpu, b.model, b.batch, b.seq))].to_numpy())
@@ -396,10 +476,9 @@ def test_spec_dominance():
     say(f"and {one(kern, step='+mem_bw_gbps', op_class='LN')['slower_launch_pct']:.0f}% of layernorm's held-out kernel shapes")
     whole = e2e[(e2e["step"] == "NVIDIA H200") & (e2e["op_class"] == "ALL")]
     worst = whole.loc[whole["change_pct"].idxmax()]
-    assert (worst["model"], worst["mode"]) == ("switchxl4", "inference")
     say(f"For {int((whole['change_pct'] > 0).sum())} of the {len(whole)} label settings the whole H200 forecast is "
-        f"slower than the H100's, by up to {worst['change_pct']:.1f}% (SwitchTransformer inference, "
-        f"batch {worst['batch']}, {worst['seq']} tokens)")
+        f"slower than the H100's, by up to {worst['change_pct']:.1f}% ({MODEL_NAMES[worst['model']]} {worst['mode']}, "
+        f"batch {worst['batch']}, {worst['seq']:,} tokens)")
     h200, fc = one(kern, step="NVIDIA H200", op_class="ALL"), one(kern, step="NVIDIA H200", op_class="FC")
     say(f"Over notebook 04's {h200['launches']:,} held-out kernel shapes, {h200['slower_launch_pct']:.0f}% are forecast "
         f"slower on the H200 than on the H100 ({fc['slower_launch_pct']:.0f}% of FC shapes, up to {fc['max_ratio']:.1f}x;")
@@ -476,8 +555,9 @@ def test_e2e_seed_spread():
     r = e2e_seed_ranges()
     inf, train = r[("inference", "ALL")], r[("training", "ALL")]
     assert inf["min_pct"] > 5 and train["min_pct"] > 5
-    assert inf["first"] - inf["min_pct"] <= 0.1 and train["first"] == train["min_pct"]   # "at the low end"
-    say(f"over {WORDS[inf['seeds']]} seeds the mean APE is {inf['range']}% for inference and {train['range']}% for\n  training")
+    assert inf["max_pct"] - inf["first"] <= 0.1 and train["max_pct"] - train["first"] <= 0.1   # "at the high end"
+    say(f"over {WORDS[inf['seeds']]} seeds the mean APE is {inf['range']}% for inference and {train['range']}% for "
+        f"training, with the committed seed at the high end")
 
 
 def test_how_far_off_to_expect():
@@ -503,9 +583,9 @@ def test_held_out_gpus():
     by_gpu = {g: r["mape_pct"] for (k, g), r in e2e.items()
               if k == "inference" and g not in NEVER_TRAINED_POOLS and not pd.isna(r["trained_mape_pct"])}
     lo, hi = min(by_gpu, key=by_gpu.get), max(by_gpu, key=by_gpu.get)
-    assert (lo, hi) == ("Tesla P100-PCIE-16GB", "Tesla V100-PCIE-32GB")
+    assert (lo, hi) == ("Tesla P100-PCIE-16GB", "NVIDIA A100-PCIE-40GB")
     say(f"its {inf['labels']} inference labels by {inf['mape_pct']:.1f}% on average, from {by_gpu[lo]:.1f}% (P100) "
-        f"to {by_gpu[hi]:.1f}% (V100)")
+        f"to {by_gpu[hi]:.1f}% (A100-PCIE-40GB)")
     mape = {c: r["mape_pct"] for (g, c), r in per_op.items() if g == pool}
     assert (min(mape, key=mape.get), max(mape, key=mape.get)) == ("EW", "FC")
     say(f"the per-kernel MAPE pooled over the five is {mape['EW']:.1f}% (element-wise) to {mape['FC']:.1f}% (FC)")
