@@ -141,8 +141,9 @@ def _final(choice: dict) -> dict:
     return {c: {**_BASE, **choice[c], "patience": choice[c]["epochs"], "validation": "none"} for c in OP_CLASSES}
 
 
-AMENDMENT4_DEFAULT_CONFIGS = _final(_chosen(CANDIDATES, AMENDMENT4_UNSEEN_CHOICE))   # the unseen-GPU defaults before amendment 5
-AMENDMENT6_KNOWN_CONFIGS = _final(_chosen(CANDIDATES, AMENDMENT4_KNOWN_CHOICE, device_factors=True))  # before amendment 7
+# the unseen-GPU defaults before amendment 5, and the training GPUs' ones before amendment 7
+AMENDMENT4_DEFAULT_CONFIGS = _final(_chosen(CANDIDATES, AMENDMENT4_UNSEEN_CHOICE))
+AMENDMENT6_KNOWN_CONFIGS = _final(_chosen(CANDIDATES, AMENDMENT4_KNOWN_CHOICE, device_factors=True))
 # PROTOCOL AMENDMENT 5, made in a later session AFTER every number above had been seen, OOD and end-to-end
 # ones included, and after a scratch what-if of that session's predecessor had set A100-80GB's memory to
 # 8-40 GB in its forecasts (OOD MAPE: LN 10.8 -> 5.1-7.1, softmax 17.3 -> 14.3-15.0, EW 7.9 -> 8.6-9.2).
@@ -165,10 +166,10 @@ AMENDMENT5_DEFAULT_CONFIGS = {c: {**cfg, "hold_mem": True} if c in HOLD_MEM_CLAS
 # included; the idea (a spec envelope) had been listed, untried, after notebook 04's spec-dominance check. Change
 # (lib.envelope, config key `envelope`): a forecast for a GPU never trained on is capped, kernel by kernel, by the
 # forecast for every training GPU whose spec it dominates (SMs, peak FLOP/s, bandwidth, L2 each at least as large),
-# made by that GPU's own model (KNOWN_CONFIGS; AMENDMENT6_KNOWN_CONFIGS when it was decided). No model is retrained. Rule, written before any number of it was
-# computed: per class, adopt iff the mean over the five LOGO folds of the held-out GPU's MAPE (its training rows,
-# spec-only tiles; the fold's unseen-GPU model, capped by the fold's known-GPU model on the training GPUs it
-# dominates) is lower with the cap (lib.protocol.envelope_evidence; notebook 04 recomputes it). P4 dominates no
+# made by that GPU's own model (KNOWN_CONFIGS; AMENDMENT6_KNOWN_CONFIGS when it was decided). No model is retrained.
+# Rule, written before any number of it was computed: per class, adopt iff the mean over the five LOGO folds of the
+# held-out GPU's MAPE (its training rows, spec-only tiles; the fold's unseen-GPU model, capped by the fold's
+# known-GPU model on the training GPUs it dominates) is lower with the cap (lib.protocol.envelope_evidence; notebook 04 recomputes it). P4 dominates no
 # training GPU, so its fold never moves. The evidence was first computed on a machine whose CPU trained other
 # weights, before MKL was pinned (mean over the folds, without -> with the cap: EW 18.6 -> 17.7 adopted; BMM
 # 25.7 -> 26.1, FC 35.5 -> 36.0, SOFTMAX 29.6 -> 30.1, LN 20.0 -> 20.9 kept); no full run could be made there, so
@@ -199,12 +200,14 @@ AMENDMENT6_DEFAULT_CONFIGS = {c: {**cfg, "envelope": True} if c in ENVELOPE_CLAS
 AMENDMENT7_SCORED = {"unseen": {"BMM": "logo_choice", "FC": "wave_l2"}, "known": {"BMM": "wave_l2", "FC": "wave_l2"}}
 for _scored in AMENDMENT7_SCORED.values():
     for _c, _name in _scored.items():
-        CANDIDATES[_c][f"{_name}_fill"] = {**CANDIDATES[_c][_name], "features": (*CANDIDATES[_c][_name]["features"], "f_fill")}
+        _base = CANDIDATES[_c][_name]
+        CANDIDATES[_c][f"{_name}_fill"] = {**_base, "features": (*_base["features"], "f_fill")}
 AMENDMENT7 = {c: tuple(dict.fromkeys(f"{s[c]}_fill" for s in AMENDMENT7_SCORED.values())) for c in ("BMM", "FC")}
 
 
 def scored_candidates(candidates: dict, protocol: str) -> dict:
-    """{class: {name: config}} a protocol ('unseen' or 'known') scores: amendment 7's candidate only where it extends that protocol's choice."""
+    """{class: {name: config}} that a protocol ('unseen' or 'known') scores: amendment 7's candidates only where
+    they extend that protocol's choice (notebook 04)."""
     return {c: {n: cfg for n, cfg in cands.items()
                 if n not in AMENDMENT7.get(c, ()) or n == f"{AMENDMENT7_SCORED[protocol][c]}_fill"}
             for c, cands in candidates.items()}
