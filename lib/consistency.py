@@ -9,7 +9,8 @@ the disagreement is a floor under the end-to-end error on that GPU.
 Shapes, in the dataset's naming (lib.data):
     FC  (nn.Linear module, addmm, linear): x [..., N] -> out [..., K];  B = 1, M = prod(out[:-1])
     BMM (matmul, bmm, baddbmm):  a [..., M, N] @ b [..., N, K] -> out [..., M, K];  B = prod(out[:-2])
-Also: does a label agree with the sum of its own nodes (node_sum_table), does a larger batch take less time
+Also: how far our forecast of the matched shapes is from the kernel dataset (matched_forecast), does a label
+agree with the sum of its own nodes (node_sum_table), does a larger batch take less time
 per sample (per_sample_ratio), and what does a short kernel cost measured alone (the kernel dataset) vs
 inside a model run (the label CSVs)?
 """
@@ -214,6 +215,33 @@ def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
     out["node_sum_ape_pct"] = np.abs(out["node_fw_ms"] + out["node_bw_ms"] - out["e2e_ms"]) / out["e2e_ms"] * 100
     return out[cols].reset_index(drop=True)
 
+
+
+# ---------------------------------------------------------------- our forecast of the matched shapes
+
+# Per label, over its matched nodes (w as in kernel_floor_ape; pred_ms = our forecast of each node's shape):
+#   kernel_ms, pred_ms, label_ms = sum w kernel_ms, sum w pred_ms, sum w label_fw_ms
+#   kernel_over_pred = kernel_ms / pred_ms       (> 1: we forecast these kernels faster than measured alone)
+#   label_over_kernel = label_ms / kernel_ms     (the label against the kernel dataset; no forecast in it)
+#   matched_share = label_ms / e2e_ms            (how much of the label the matched nodes time)
+#   exact_ms = neusight_ms + kernel_ms - pred_ms  (our forecast with those kernels as measured alone)
+#   exact_ape_pct = |exact_ms - e2e_ms| / e2e_ms * 100
+def matched_forecast(matched: pd.DataFrame, pred_ms, forecasts: pd.DataFrame) -> pd.DataFrame:
+    """Per label: our forecast of its matched GEMM nodes against the kernel dataset, and its end-to-end error
+    with those nodes taken as measured alone (a diagnosis that reads the target's measurements; notebook 05)."""
+    keys = ["device", "model", "mode", "batch", "seq"]
+    w = matched["weight"].to_numpy(float)
+    m = matched[keys].assign(kernel_ms=w * matched["kernel_ms"], pred_ms=w * np.asarray(pred_ms, float),
+                             label_ms=w * matched["label_fw_ms"], nodes=1)
+    per = m.groupby(keys, as_index=False).sum()
+    per = per.merge(forecasts[keys + ["e2e_ms", "neusight_ms"]], on=keys, how="inner", validate="one_to_one")
+    per["kernel_over_pred"] = per["kernel_ms"] / per["pred_ms"]
+    per["label_over_kernel"] = per["label_ms"] / per["kernel_ms"]
+    per["matched_share"] = per["label_ms"] / per["e2e_ms"]
+    per["exact_ms"] = per["neusight_ms"] + per["kernel_ms"] - per["pred_ms"]
+    per["neusight_ape"] = np.abs(per["neusight_ms"] - per["e2e_ms"]) / per["e2e_ms"] * 100
+    per["exact_ape_pct"] = np.abs(per["exact_ms"] - per["e2e_ms"]) / per["e2e_ms"] * 100
+    return per
 
 # ---------------------------------------------------------------- short kernels
 

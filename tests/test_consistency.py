@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from lib.consistency import (consistency_table, gemm_shape, isolated_floor_ms, kernel_floor_ape, label_small_ew_ms,
-                             matched_nodes, node_sum_table, per_sample_ratio, repeat_spread,
+                             matched_forecast, matched_nodes, node_sum_table, per_sample_ratio, repeat_spread,
                              short_kernel_share)
 
 MATMUL = "<built-in method matmul of type object at 0x7fcd8c121d60>"
@@ -96,6 +96,28 @@ def test_tables_by_hand(tmp_path):
     assert f["median_label_ratio"] == pytest.approx(1.5)      # one label: its own median
     s = repeat_spread(m).iloc[0]
     assert s["groups"] == 1 and s["median_spread"] == pytest.approx(3.0)  # (1,16,16,32): 0.3, 0.6, 0.2
+
+
+
+def test_matched_forecast_by_hand(tmp_path):
+    m = matched_nodes(_labels(_label_csv(tmp_path / "bert_large-inf-8-2.csv")), kernels=KERNELS)
+    ev = pd.DataFrame([dict(device="GPU X", model="bert_large", mode="inference", batch=2, seq=8, e2e_ms=40.0,
+                            neusight_ms=30.0),
+                       dict(device="GPU X", model="gpt2_large", mode="inference", batch=2, seq=8, e2e_ms=9.0,
+                            neusight_ms=9.0)])                     # no matched node: left out
+    f = matched_forecast(m, m["kernel_ms"] / 2, ev)
+    assert len(f) == 1 and f.loc[0, "nodes"] == 5
+    assert f.loc[0, ["label_ms", "kernel_ms", "pred_ms"]].tolist() == pytest.approx([28.1, 15.85, 7.925])
+    # weighted sums (test_tables_by_hand): label 28.1, kernel 15.85; forecast half the kernel, 7.925
+    assert f.loc[0, "kernel_over_pred"] == pytest.approx(2.0)
+    assert f.loc[0, "label_over_kernel"] == pytest.approx(28.1 / 15.85)
+    assert f.loc[0, "matched_share"] == pytest.approx(28.1 / 40)
+    assert f.loc[0, "exact_ms"] == pytest.approx(30 + 15.85 - 7.925)
+    assert f.loc[0, "neusight_ape"] == pytest.approx(25.0)
+    assert f.loc[0, "exact_ape_pct"] == pytest.approx(abs(37.925 - 40) / 40 * 100)
+    # a forecast that reproduces the kernel dataset changes nothing
+    same = matched_forecast(m, m["kernel_ms"], ev).iloc[0]
+    assert same["exact_ms"] == pytest.approx(30.0) and same["kernel_over_pred"] == pytest.approx(1.0)
 
 
 def test_bad_labels_frame():
