@@ -32,7 +32,7 @@ def assert_says(text: str, phrase: str, source: str) -> None:
 
 
 SPEC = "NeuSight (spec-only tiles)"   # our default, as figures/tables/ label it
-WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
+WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
 QUARTERS = {1: "a quarter", 2: "half", 3: "three quarters"}
 
 

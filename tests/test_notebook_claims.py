@@ -586,6 +586,41 @@ def test_05_label_consistency_reading():
     says(NB05, f"the disagreement is {'one-sided' if one_sided else 'two-sided'} per GPU and pass")
 
 
+
+def test_05_matched_forecast():
+    """05 cell matched-forecast-read: our forecast of the label GEMM shapes the kernel dataset measured (e2e_matched_forecast)."""
+    m = table("e2e_matched_forecast").set_index(["device", "mode"])
+    consistency = table("e2e_label_consistency")
+    says(NB05, f"{consistency.loc[consistency['model'] == 'ALL', 'nodes'].sum()} label nodes are matched")
+    trained = m[m["trained_on"]]
+    p4 = ("Tesla P4", "inference")
+    rest = trained.drop(index=p4)["kernel_over_pred"]
+    says(NB05, f"forecast {rest.min():.2f}-{rest.max():.2f} per GPU and mode), except on the P4 "
+               f"({m.loc[p4, 'kernel_over_pred']:.2f}): its labels run {m.loc[p4, 'label_over_kernel']:.2f}x slower")
+    worse = m.loc[p4, "exact_ape_pct"] > m.loc[p4, "neusight_ape"]
+    says(NB05, f"makes its end-to-end error {'worse' if worse else 'better'} ({m.loc[p4, 'neusight_ape']:.1f}% -> "
+               f"{m.loc[p4, 'exact_ape_pct']:.1f}%)")
+    inf, train = m.loc[(H100, "inference")], m.loc[(H100, "training")]
+    assert inf["kernel_over_pred"] > 1 and train["kernel_over_pred"] > 1          # "too fast"
+    says(NB05, f"{inf['kernel_over_pred']:.2f}x our forecast over the inference labels' matched nodes "
+               f"(FC {inf['kernel_over_pred_FC']:.2f}, BMM {inf['kernel_over_pred_BMM']:.2f}) and "
+               f"{train['kernel_over_pred']:.2f}x over the training labels'")
+    assert all(BAND[0] <= r <= BAND[1] for r in (inf["label_over_kernel"], train["label_over_kernel"]))   # "agree"
+    says(NB05, f"agree with the kernel dataset ({inf['label_over_kernel']:.2f} and {train['label_over_kernel']:.2f})")
+    says(NB05, f"fall from {inf['neusight_ape']:.1f}% to {inf['exact_ape_pct']:.1f}% (inference) and from "
+               f"{train['neusight_ape']:.1f}% to {train['exact_ape_pct']:.1f}% (training)")
+    a80 = m.loc[(A100_80, "training")]
+    assert a80["exact_ape_pct"] < a80["neusight_ape"]
+    says(NB05, f"its matched nodes are {100 * a80['matched_share']:.0f}% of a training label's time, our FC forecast "
+               f"matches its kernel dataset ({a80['kernel_over_pred_FC']:.2f})")
+    says(NB05, f"moves its mean APE only from {a80['neusight_ape']:.1f}% to {a80['exact_ape_pct']:.1f}%")
+    nodesum = table("e2e_label_nodesum")
+    a80_labels = nodesum[(nodesum["device"] == A100_80) & (nodesum["mode"] == "training")]
+    low = a80_labels.loc[a80_labels["fw_ratio"] < BAND[0], "fw_ratio"]
+    says(NB05, f"for {WORDS[len(low)]} of its {WORDS[len(a80_labels)]} training labels the forward nodes sum to only "
+               f"{low.min():.2f}-{low.max():.2f} of the measured forward")
+
+
 def test_05_short_kernels_and_fixed_time():
     """05 cells short-1 and ovh-3: the overhead what-if (e2e_short_kernels) and the fixed-time variant (e2e_overhead_variant)."""
     short = table("e2e_short_kernels")
