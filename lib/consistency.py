@@ -216,7 +216,6 @@ def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
-
 # ---------------------------------------------------------------- our forecast of the matched shapes
 
 # Per label, over its matched nodes (w as in kernel_floor_ape; pred_ms = our forecast of each node's shape):
@@ -242,6 +241,7 @@ def matched_forecast(matched: pd.DataFrame, pred_ms, forecasts: pd.DataFrame) ->
     per["neusight_ape"] = np.abs(per["neusight_ms"] - per["e2e_ms"]) / per["e2e_ms"] * 100
     per["exact_ape_pct"] = np.abs(per["exact_ms"] - per["e2e_ms"]) / per["e2e_ms"] * 100
     return per
+
 
 # ---------------------------------------------------------------- short kernels
 

@@ -98,7 +98,6 @@ def test_tables_by_hand(tmp_path):
     assert s["groups"] == 1 and s["median_spread"] == pytest.approx(3.0)  # (1,16,16,32): 0.3, 0.6, 0.2
 
 
-
 def test_matched_forecast_by_hand(tmp_path):
     m = matched_nodes(_labels(_label_csv(tmp_path / "bert_large-inf-8-2.csv")), kernels=KERNELS)
     ev = pd.DataFrame([dict(device="GPU X", model="bert_large", mode="inference", batch=2, seq=8, e2e_ms=40.0,

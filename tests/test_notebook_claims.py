@@ -586,7 +586,6 @@ def test_05_label_consistency_reading():
     says(NB05, f"the disagreement is {'one-sided' if one_sided else 'two-sided'} per GPU and pass")
 
 
-
 def test_05_matched_forecast():
     """05 cell matched-forecast-read: our forecast of the label GEMM shapes the kernel dataset measured (e2e_matched_forecast)."""
     m = table("e2e_matched_forecast").set_index(["device", "mode"])
