@@ -243,6 +243,15 @@ def matched_forecast(matched: pd.DataFrame, pred_ms, forecasts: pd.DataFrame) ->
     return per
 
 
+def matched_forecast_by_device(per_label: pd.DataFrame) -> pd.DataFrame:
+    """matched_forecast per device and mode: ratios of sums over its labels, mean shares and APEs (notebook 05)."""
+    g = per_label.groupby(["device", "mode"])
+    return pd.DataFrame({"labels": g.size(), "matched_share": g["matched_share"].mean(),
+                         "kernel_over_pred": g["kernel_ms"].sum() / g["pred_ms"].sum(),
+                         "label_over_kernel": g["label_ms"].sum() / g["kernel_ms"].sum(),
+                         "neusight_ape": g["neusight_ape"].mean(), "exact_ape_pct": g["exact_ape_pct"].mean()})
+
+
 # ---------------------------------------------------------------- short kernels
 
 # short_share = sum_{k: pred_ms_k < threshold} count_k * pred_ms_k / sum_k count_k * pred_ms_k

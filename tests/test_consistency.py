@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from lib.consistency import (consistency_table, gemm_shape, isolated_floor_ms, kernel_floor_ape, label_small_ew_ms,
-                             matched_forecast, matched_nodes, node_sum_table, per_sample_ratio, repeat_spread,
+                             matched_forecast, matched_forecast_by_device, matched_nodes, node_sum_table, per_sample_ratio, repeat_spread,
                              short_kernel_share)
 
 MATMUL = "<built-in method matmul of type object at 0x7fcd8c121d60>"
@@ -117,6 +117,13 @@ def test_matched_forecast_by_hand(tmp_path):
     # a forecast that reproduces the kernel dataset changes nothing
     same = matched_forecast(m, m["kernel_ms"], ev).iloc[0]
     assert same["exact_ms"] == pytest.approx(30.0) and same["kernel_over_pred"] == pytest.approx(1.0)
+    # per device: two labels of one GPU pool their sums (ratio of sums, not mean of ratios)
+    two = pd.concat([f, f.assign(model="x", kernel_ms=4.0, pred_ms=4.0, label_ms=4.0, matched_share=0.5,
+                                 neusight_ape=5.0, exact_ape_pct=5.0)])
+    d = matched_forecast_by_device(two).loc[("GPU X", "inference")]
+    assert d["labels"] == 2 and d["kernel_over_pred"] == pytest.approx((15.85 + 4) / (7.925 + 4))
+    assert d["label_over_kernel"] == pytest.approx((28.1 + 4) / (15.85 + 4))
+    assert d["neusight_ape"] == pytest.approx(15.0) and d["matched_share"] == pytest.approx((28.1 / 40 + 0.5) / 2)
 
 
 def test_bad_labels_frame():
