@@ -299,3 +299,33 @@ def error_by_row_length(pred: pd.DataFrame, column: str, longest_train_row: dict
                 bandwidth_share=("share", "median"), beyond_training=("beyond", "all")).reset_index())
     out.insert(4, "row_to", out["row_from"].map(dict(zip(edges[:-1], edges[1:]))))
     return out
+
+
+# A softmax row splits evenly when PyTorch's kernel for it (lib.tiles) leaves no lane idle and loads no element on its
+# own: softmax_warp_forward (H <= 1024) gives each lane of a warp next_pow2(H) / 32 slots, every one used iff H is a
+# power of two; cunn_SoftMaxForward loads 4-vectors across its threads and the last H mod (4 x threads) elements one
+# at a time, none iff H is a multiple of 4 x threads (which also starts every row on a 16-byte boundary):
+#     even = (H == 2^ceil(log2 H))                     for H <= 1024
+#     even = (H mod (4 * softmax_block_threads(H)) == 0)  for H > 1024
+# Analysis only: no predictor reads it (a model input would live in lib.features and retrain every predictor).
+def softmax_rows_split_evenly(H) -> np.ndarray:
+    """Whether a softmax row of H elements splits evenly over its PyTorch kernel's lanes (notebook 04)."""
+    from .tiles import SOFTMAX_ILP, SOFTMAX_WARP_MAX_H, softmax_block_threads
+    H = np.asarray(H, dtype=float)
+    warp_even = H == 2.0 ** np.ceil(np.log2(np.maximum(H, 1)))
+    block_even = np.mod(H, SOFTMAX_ILP * softmax_block_threads(H)) == 0
+    return np.where(H <= SOFTMAX_WARP_MAX_H, warp_even, block_even)
+
+
+def error_by_even_split(soft: pd.DataFrame, column: str, longest_train_row: float) -> pd.DataFrame:
+    """Per (split, device, row longer than any training row or not, row split evenly or not) of softmax kernels: how
+    many, their share of the split's rows on that GPU, and where `column` holds a forecast, its bias (median forecast /
+    measured) and MAPE (notebook 04)."""
+    ratio = soft[column] / soft["latency_ms"]
+    frame = pd.DataFrame({"split": soft["split"], "device": soft["device"], "beyond_training": soft["H"] > longest_train_row,
+                          "even": softmax_rows_split_evenly(soft["H"]), "ratio": ratio,
+                          "ape": ape(soft[column], soft["latency_ms"])})
+    out = (frame.groupby(["split", "device", "beyond_training", "even"])
+           .agg(kernels=("ratio", "size"), median_ratio=("ratio", "median"), mape_pct=("ape", "mean")).reset_index())
+    out.insert(5, "share_pct", 100 * out["kernels"] / out.groupby(["split", "device"])["kernels"].transform("sum"))
+    return out

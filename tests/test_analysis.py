@@ -187,3 +187,28 @@ def test_error_by_row_length_by_hand():
     # share = bytes / (latency_ms * 1e6) / mem_bw_gbps: 1.0 for every row here
     assert list(out["bandwidth_share"]) == pytest.approx([1.0, 1.0])
     assert list(out["beyond_training"]) == [False, True]
+
+
+def test_softmax_rows_split_evenly_by_hand():
+    # warp kernel (H <= 1024): a power of two fills every lane's slots
+    assert list(A.softmax_rows_split_evenly([1, 64, 768, 1000, 1024])) == [True, True, False, False, True]
+    # block kernel: threads = least power of two >= floor(min(floor(H / 4), 1024) / 2), at least 32
+    #   H = 2048: 256 threads, 4 x 256 = 1,024 divides 2,048;  H = 3072: 512 threads, 2,048 does not divide 3,072
+    #   H = 1280: 256 threads, 1,024 does not divide;  H = 10240: 512 threads, 2,048 x 5;  H = 6400: 3.125 x 2,048
+    assert list(A.softmax_rows_split_evenly([2048, 3072, 1280, 10240, 6400, 16384])) == [True, False, False, True, False, True]
+
+
+def test_error_by_even_split_by_hand():
+    # one GPU: held-out rows H = 2048 (even; forecasts 1.5x and 1.1x), 3072 (not; 0.9x) and 8192 (even, longer than
+    # the longest training row, 4,000; 0.5x); a training row, no forecast
+    soft = pd.DataFrame({"split": ["test_ood"] * 4 + ["train"], "device": "g", "H": [2048, 2048, 3072, 8192, 1500],
+                         "latency_ms": [1.0, 2.0, 1.0, 1.0, 1.0], "p": [1.5, 2.2, 0.9, 0.5, np.nan]})
+    out = A.error_by_even_split(soft, "p", 4000).set_index(["split", "beyond_training", "even"])
+    within_even, within_odd, beyond = ("test_ood", False, True), ("test_ood", False, False), ("test_ood", True, True)
+    assert [out.loc[k, "kernels"] for k in (within_even, within_odd, beyond)] == [2, 1, 1]
+    assert out.loc[within_even, "share_pct"] == pytest.approx(50.0)          # of the 4 held-out rows on g
+    assert out.loc[within_even, "median_ratio"] == pytest.approx(1.3)
+    assert out.loc[within_even, "mape_pct"] == pytest.approx(30.0)
+    assert out.loc[within_odd, "mape_pct"] == pytest.approx(10.0) and out.loc[beyond, "mape_pct"] == pytest.approx(50.0)
+    train = out.loc[("train", False, False)]
+    assert train["share_pct"] == 100 and np.isnan(train["median_ratio"])

@@ -836,3 +836,38 @@ def test_05_backward_traffic():
                f"{ape.loc[A100_80, 'without_ape']:.1f}% -> {ape.loc[A100_80, 'with_ape']:.1f}%, H100 "
                f"{ape.loc[H100, 'without_ape']:.1f}% -> {ape.loc[H100, 'with_ape']:.1f}%), while V100's get worse "
                f"({ape.loc[v100, 'without_ape']:.1f}% -> {ape.loc[v100, 'with_ape']:.1f}%)")
+
+
+def test_04_softmax_even_split():
+    """04 cell even-3: softmax rows that split evenly over their kernel's lanes (04-softmax-even-split)."""
+    from lib.analysis import softmax_rows_split_evenly
+    from lib.data import load_kernels
+    from lib.tiles import SOFTMAX_WARP_MAX_H, softmax_vector_share
+    t = table("04-softmax-even-split")
+    pct = 100 * t[t["even"]].groupby("split")["kernels"].sum() / t.groupby("split")["kernels"].sum()
+    train = load_kernels(ops="SOFTMAX", splits="train")
+    train_even = train[softmax_rows_split_evenly(train["H"])]
+    assert (train_even["H"] <= SOFTMAX_WARP_MAX_H).all()                          # "no training row of the block kernel"
+    says(NB04, f"{pct['train']:.1f}% of the training rows split evenly, none longer than {train_even['H'].max():,.0f} elements")
+    says(NB04, f"{pct['test_id']:.0f}% of the in-distribution rows and {pct['test_ood']:.0f}% of the OOD rows do")
+    held = t[(t["split"] != "train") & ~t["beyond_training"]]
+    lo_hi = {e: g for e, g in held.groupby("even")}
+    says(NB04, f"those that do not split evenly are forecast at {lo_hi[False]['mape_pct'].min():.1f}-"
+               f"{lo_hi[False]['mape_pct'].max():.1f}% MAPE per GPU (median forecast / measured "
+               f"{lo_hi[False]['median_ratio'].min():.2f}-{lo_hi[False]['median_ratio'].max():.2f}), those that do at "
+               f"{lo_hi[True]['mape_pct'].min():.1f}-{lo_hi[True]['mape_pct'].max():.1f}% "
+               f"({lo_hi[True]['median_ratio'].min():.2f}-{lo_hi[True]['median_ratio'].max():.2f}), worse on every GPU")
+    per_gpu = held.pivot_table(index="device", columns="even", values="mape_pct")
+    assert (per_gpu[True] > per_gpu[False]).all()
+    ood = t[t["split"] == "test_ood"].assign(error=lambda d: d["kernels"] * d["mape_pct"])
+    assert set(ood["device"]) == {A100_80}
+    says(NB04, f"the rows that split evenly carry {100 * ood.loc[ood['even'], 'error'].sum() / ood['error'].sum():.0f}% of the "
+               "summed softmax error")
+    within = ood[~ood["beyond_training"]].set_index("even")
+    assert within.loc[True, "median_ratio"] > 1                                     # "too slow"
+    says(NB04, f"forecast at {within.loc[True, 'mape_pct']:.1f}% against {within.loc[False, 'mape_pct']:.1f}% for the rest, "
+               f"too slow (median forecast / measured {within.loc[True, 'median_ratio']:.2f})")
+    block = train[train["H"] > SOFTMAX_WARP_MAX_H]
+    says(NB04, f"its largest value on a training row is {softmax_vector_share(block['H']).max():.2f}")
+    gaps = ood["even"] | ood["beyond_training"]
+    assert ood.loc[gaps, "error"].sum() > 0.5 * ood["error"].sum()                  # "most of the softmax miss"

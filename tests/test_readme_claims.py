@@ -606,3 +606,19 @@ def test_held_out_gpus():
     paper = paper.loc["paper: NeuSight (oracle tiles, target's kernel names)"].set_index("op_class")["mape_pct"]
     assert [c for c in mape if mape[c] < paper[c]] == ["LN"]   # "above the paper's OOD numbers for every class but layernorm"
     say(f"and the end-to-end inference error is {inf['mape_pct']:.1f}% (notebook 05)")
+
+
+def test_softmax_even_split():
+    """Softmax rows that split evenly over their kernel (04-softmax-even-split)."""
+    t = table("04-softmax-even-split")
+    pct = 100 * t[t["even"]].groupby("split")["kernels"].sum() / t.groupby("split")["kernels"].sum()
+    from lib.analysis import softmax_rows_split_evenly
+    from lib.data import load_kernels
+    train = load_kernels(ops="SOFTMAX", splits="train")
+    longest = train.loc[softmax_rows_split_evenly(train["H"]), "H"].max()
+    say(f"{pct['test_ood']:.0f}% of the OOD rows, and {pct['train']:.1f}% of the training rows, none longer than {longest:,.0f} elements")
+    ood = t[t["split"] == "test_ood"].assign(error=lambda d: d["kernels"] * d["mape_pct"])
+    say(f"they carry {100 * ood.loc[ood['even'], 'error'].sum() / ood['error'].sum():.0f}% of the summed softmax error")
+    within = ood[~ood["beyond_training"]].set_index("even")
+    say(f"are forecast at {within.loc[True, 'mape_pct']:.1f}% against {within.loc[False, 'mape_pct']:.1f}% for the rest")
+    assert within.loc[True, "median_ratio"] > 1                  # "the too-slow rows"
