@@ -621,4 +621,4 @@ def test_softmax_even_split():
     say(f"they carry {100 * ood.loc[ood['even'], 'error'].sum() / ood['error'].sum():.0f}% of the summed softmax error")
     within = ood[~ood["beyond_training"]].set_index("even")
     say(f"are forecast at {within.loc[True, 'mape_pct']:.1f}% against {within.loc[False, 'mape_pct']:.1f}% for the rest")
-    assert within.loc[True, "median_ratio"] > 1                  # "the too-slow rows"
+    assert within.loc[True, "median_ratio"] > 1                  # "the A100s' too-slow rows"
