@@ -170,8 +170,9 @@ AMENDMENT5_DEFAULT_CONFIGS = {c: {**cfg, "hold_mem": True} if c in HOLD_MEM_CLAS
 # Rule, written before any number of it was computed: per class, adopt iff the mean over the five LOGO folds of the
 # held-out GPU's MAPE (its training rows, spec-only tiles; the fold's unseen-GPU model, capped by the fold's
 # known-GPU model on the training GPUs it dominates) is lower with the cap (lib.protocol.envelope_evidence;
-# notebook 04 recomputes it). P4 dominates no training GPU, so its fold never moves. The evidence was first computed on a machine whose CPU trained other
-# weights, before MKL was pinned (mean over the folds, without -> with the cap: EW 18.6 -> 17.7 adopted; BMM
+# notebook 04 recomputes it). P4 dominates no training GPU, so its fold never moves. The evidence was first computed
+# on a machine whose CPU trained other weights, before MKL was pinned (mean over the folds, without -> with the cap:
+# EW 18.6 -> 17.7 adopted; BMM
 # 25.7 -> 26.1, FC 35.5 -> 36.0, SOFTMAX 29.6 -> 30.1, LN 20.0 -> 20.9 kept); no full run could be made there, so
 # the change was reverted unseen. Reapplied in a later session, the same rule on the pinned reference run's fold
 # models gives EW 18.24 -> 17.55 and FC 33.92 -> 33.70 (both adopted; FC by 0.2 points), BMM 25.46 -> 25.89,
