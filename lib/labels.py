@@ -31,7 +31,9 @@ PAPER_SEQ = {"bert_large": 512, "gpt2_large": 1024, "gpt3_xl": 2048, "opt_13": 2
              "switchxl4": 512}
 PAPER_METHODS = {"Roofline": "roofline", "Habitat": "habitat", "Li et al.": "li", "NeuSight": "neusight"}
 # fusion_inf.csv names GPUs by short names; these are the label folders they stand for.
-PAPER_FUSION_GPUS = {"A100-40GB": "NVIDIA_A100-PCIE-40GB", "H100": "NVIDIA_H100_80GB_HBM3"}
+# The fusion table's GPU headers -> label folders (a full upstream copy also has L4 columns; any other header that
+# names no folder keeps its own name as the device)
+PAPER_FUSION_GPUS = {"A100-40GB": "NVIDIA_A100-PCIE-40GB", "H100": "NVIDIA_H100_80GB_HBM3", "L4": "NVIDIA_L4"}
 MODES = {"inf": "inference", "train": "training"}
 
 LABEL_FILE = re.compile(r"^(?P<model>[a-z0-9_]+)-(?P<mode>inf|train)-(?P<seq>\d+)-(?P<batch>\d+)"
@@ -148,8 +150,11 @@ def paper_fusion_table(path: Path | None = None) -> pd.DataFrame:
     """Paper's fusion table: gpu, device, model, batch, fused (bool), paper_meas_ms, paper_pred_ms, paper_ape_pct."""
     path = Path(path) if path else paths.SUMMARY / "fusion_inf.csv"
     lines = [ln.split(",") for block in _blocks(path) for ln in block]
-    gpus = [c.strip() for c in lines[0][3:]]
-    gpus = [g or gpus[i - 1] for i, g in enumerate(gpus)]
+    gpus = []
+    for c in lines[0][3:]:                 # a GPU's header spans its columns: blanks repeat the last name
+        gpus.append(c.strip() or (gpus[-1] if gpus else ""))
+    if not gpus or not gpus[0]:
+        raise LabelError(f"{path}: the first row names no GPU above the first value column")
     variants = [c.strip() for c in lines[1][3:]]
     rows = []
     for meas, pred in zip(lines[2::2], lines[3::2]):
@@ -162,7 +167,11 @@ def paper_fusion_table(path: Path | None = None) -> pd.DataFrame:
             if cell is None:
                 raise LabelError(f"{path}: cannot read prediction cell {pv!r}")
             folder = PAPER_FUSION_GPUS.get(gpu, gpu)
-            rows.append(dict(gpu=folder, device=device_of_folder(folder)[0], model=model,
+            try:
+                device = device_of_folder(folder)[0]
+            except DeviceError:
+                device = gpu
+            rows.append(dict(gpu=folder, device=device, model=model,
                              batch=int(m[1]), fused=(var == "Fused"), paper_meas_ms=float(mv),
                              paper_pred_ms=float(cell["ms"]), paper_ape_pct=float(cell["ape"])))
     return pd.DataFrame(rows)

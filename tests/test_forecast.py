@@ -10,7 +10,7 @@ import pytest
 from lib import analysis, calibration, paths
 from lib.devices import TRAIN_GPUS_NVIDIA, load_device
 from lib.forecast import forecast, forecast_sweep, forecast_table, summarize
-from lib.labels import PAPER_SEQ, load_labels, paper_e2e_table, paper_fusion_table
+from lib.labels import PAPER_SEQ, LabelError, load_labels, paper_e2e_table, paper_fusion_table
 
 GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"
 BERT = paths.MODEL_CONFIGS / "bert_large.json"
@@ -169,6 +169,22 @@ def test_paper_tables():
     assert len(fu) == 16 and fu.fused.sum() == 8
     row = fu[(fu.gpu == "NVIDIA_A100-PCIE-40GB") & (fu.model == "bert_large") & (fu.batch == 8) & fu.fused]
     assert row.paper_meas_ms.iloc[0] == pytest.approx(174.8) and row.paper_ape_pct.iloc[0] == pytest.approx(17.2)
+
+
+def test_paper_fusion_table_reads_more_gpus_than_the_shared_copy(tmp_path):
+    # a full upstream copy has L4 columns; a header may span more than two columns; an unknown GPU keeps its name
+    text = (",,,A100-40GB,,L4,,,Mystery,\n,,,Non-fused,Fused,Non-fused,Fused,Fused,Non-fused,Fused\n"
+            "BERT,batch=8,Measured Latency (ms),205.5,174.8,300.0,250.0,251.0,9.0,8.0\n"
+            ",,NeuSight Prediction (ms),216.7 (5.4%),204.8 (17.2%),310.0 (3.3%),240.0 (4.0%),241.0 (4.0%),"
+            "9.9 (10.0%),8.8 (10.0%)\n")
+    (tmp_path / "fusion.csv").write_text(text)
+    fu = paper_fusion_table(tmp_path / "fusion.csv")
+    assert fu.gpu.tolist() == ["NVIDIA_A100-PCIE-40GB"] * 2 + ["NVIDIA_L4"] * 3 + ["Mystery"] * 2
+    assert fu.device.tolist()[2:] == ["NVIDIA L4"] * 3 + ["Mystery"] * 2
+    assert fu.paper_meas_ms.tolist()[4] == 251.0 and fu.fused.tolist()[4]
+    (tmp_path / "blank.csv").write_text(",,,,A100-40GB\n" + text.split("\n", 1)[1])
+    with pytest.raises(LabelError, match="names no GPU"):
+        paper_fusion_table(tmp_path / "blank.csv")
 
 
 def test_paper_seq_is_every_labels_but_a100_switch_2048():
