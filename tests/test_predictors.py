@@ -430,3 +430,27 @@ def test_defaults_as_swaps_both_defaults_and_restores_them():
         assert envelope_rows(df, None).tolist() == [False, True]
     assert P.default_config("FC", False) is selection.DEFAULT_CONFIGS["FC"] and P.KNOWN_CONFIGS is selection.KNOWN_CONFIGS
     assert envelope_rows(df, None).tolist() == [True, True]
+
+
+def test_a_spec_only_forecast_reads_nothing_the_target_measured(tmp_path, monkeypatch):
+    # DESIGN.md: a forecast reads the device's spec and the training GPUs' data only. The H100's own rows carry
+    # its measured latency, kernel name and launch geometry; scrambling them moves no spec-only forecast, while
+    # the oracle-tile variant, which reads the kernel name on purpose, does move (so the scrambling reaches it).
+    from lib.data import load_kernels
+    from lib.devices import device_by_name
+    from lib.kernels import predict_kernels
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    h100 = device_by_name("NVIDIA H100 80GB HBM3")
+    rows = load_kernels(devices=h100.name, splits="test_ood").groupby("op_class").head(15).reset_index(drop=True)
+    measured = ["latency_ms", "kernel_name", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+                "warps_per_sm", "blocks_per_sm"]
+    rng = np.random.default_rng(0)
+    scrambled = rows.assign(**{c: rows.groupby("op_class")[c].transform(lambda v: rng.permutation(v.to_numpy()))
+                               for c in measured})   # within a class: every kernel name stays a GEMM's for a GEMM
+    cfg = {c: TINY for c in OP_CLASSES}
+    for tiles in ("spec", "classifier"):
+        assert np.array_equal(predict_kernels(rows, h100, tiles=tiles, cfg_by_class=cfg),
+                              predict_kernels(scrambled, h100, tiles=tiles, cfg_by_class=cfg))
+    gemm = rows.op_class.isin(["BMM", "FC"]).to_numpy()
+    oracle = [predict_kernels(t[gemm], h100, tiles="oracle", cfg_by_class=cfg) for t in (rows, scrambled)]
+    assert np.isfinite(oracle).all() and not np.array_equal(*oracle)

@@ -92,14 +92,15 @@ def test_softmax_block_flag_switches_above_1024():
 
 
 def test_f_fill_by_hand():
-    # bmm B=2, M=100, K=60 with 64 x 32 tiles: 2 x ceil(100/64) x ceil(60/32) = 8 tiles of 2048 outputs for 12,000
-    # useful ones: 12000 / 16384; a shape that fills its tiles: 1; a vector op: 1
-    rows = pd.concat([gemm_row(B=2.0, M=100.0, N=50.0, K=60.0, tile_m=64, tile_n=32), gemm_row(op="linear"),
+    # bmm B=2, M=100, K=70 with 64 x 32 tiles: 2 x ceil(100/64) x ceil(70/32) = 12 tiles of 2048 outputs for 14,000
+    # useful ones: 14000 / 24576 (tiles turned the other way would be 2 x 4 x 2 = 16); a shape that fills its
+    # tiles: 1; a vector op: 1
+    rows = pd.concat([gemm_row(B=2.0, M=100.0, N=50.0, K=70.0, tile_m=64, tile_n=32), gemm_row(op="linear"),
                       pd.DataFrame([dict(op="add", B=64.0, M=np.nan, N=np.nan, K=np.nan, H=1000.0, tile_m=np.nan,
                                          tile_n=np.nan, **A100)])], ignore_index=True)
     out = add_features(rows, tiles="given")
-    assert out["num_tiles"].iloc[0] == 8
-    assert out["f_fill"].tolist() == [12000 / 16384, 1.0, 1.0]
+    assert out["num_tiles"].iloc[0] == 12
+    assert out["f_fill"].tolist() == [14000 / 24576, 1.0, 1.0]
     vec = add_features(rows.iloc[2:].reset_index(drop=True), tiles="given")   # no GEMM row at all
     assert vec["f_fill"].tolist() == [1.0]
 
