@@ -225,13 +225,17 @@ def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
 #   matched_share = label_ms / e2e_ms            (how much of the label the matched nodes time)
 #   exact_ms = neusight_ms + kernel_ms - pred_ms  (our forecast with those kernels as measured alone)
 #   exact_ape_pct = |exact_ms - e2e_ms| / e2e_ms * 100
-def matched_forecast(matched: pd.DataFrame, pred_ms, forecasts: pd.DataFrame) -> pd.DataFrame:
+# only = some op classes: their nodes alone are taken as measured (w = 0 for the others), over the same labels as
+# the whole match, so a label without such a node keeps its forecast (exact_ms = neusight_ms) instead of dropping out.
+def matched_forecast(matched: pd.DataFrame, pred_ms, forecasts: pd.DataFrame, only=None) -> pd.DataFrame:
     """Per label: our forecast of its matched GEMM nodes against the kernel dataset, and its end-to-end error
-    with those nodes taken as measured alone (a diagnosis that reads the target's measurements; notebook 05)."""
+    with those nodes (or `only` those op classes' nodes) taken as measured alone (a diagnosis that reads the
+    target's measurements; notebook 05)."""
     keys = ["device", "model", "mode", "batch", "seq"]
-    w = matched["weight"].to_numpy(float)
+    taken = np.ones(len(matched), bool) if only is None else matched["op_class"].isin(list(only)).to_numpy()
+    w = matched["weight"].to_numpy(float) * taken
     m = matched[keys].assign(kernel_ms=w * matched["kernel_ms"], pred_ms=w * np.asarray(pred_ms, float),
-                             label_ms=w * matched["label_fw_ms"], nodes=1)
+                             label_ms=w * matched["label_fw_ms"], nodes=taken.astype(int))
     per = m.groupby(keys, as_index=False).sum()
     per = per.merge(forecasts[keys + ["e2e_ms", "neusight_ms"]], on=keys, how="inner", validate="one_to_one")
     per["kernel_over_pred"] = per["kernel_ms"] / per["pred_ms"]

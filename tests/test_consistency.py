@@ -117,6 +117,13 @@ def test_matched_forecast_by_hand(tmp_path):
     # a forecast that reproduces the kernel dataset changes nothing
     same = matched_forecast(m, m["kernel_ms"], ev).iloc[0]
     assert same["exact_ms"] == pytest.approx(30.0) and same["kernel_over_pred"] == pytest.approx(1.0)
+    # only the BMM node as measured: FC nodes keep our forecast, the label stays (its one BMM node: w 24 x 0.05 ms)
+    bmm = matched_forecast(m, m["kernel_ms"] / 2, ev, only=["BMM"]).iloc[0]
+    assert bmm["nodes"] == 1 and bmm["kernel_ms"] == pytest.approx(1.2) and bmm["pred_ms"] == pytest.approx(0.6)
+    assert bmm["exact_ms"] == pytest.approx(30.6) and bmm["neusight_ape"] == pytest.approx(25.0)
+    # a class with no node in a label keeps the label at its forecast's APE (it used to drop out of the mean)
+    none = matched_forecast(m, m["kernel_ms"] / 2, ev, only=["LN"]).iloc[0]
+    assert none["nodes"] == 0 and none["exact_ms"] == 30.0 and none["exact_ape_pct"] == pytest.approx(25.0)
     # per device: two labels of one GPU pool their sums (ratio of sums, not mean of ratios)
     two = pd.concat([f, f.assign(model="x", kernel_ms=4.0, pred_ms=4.0, label_ms=4.0, matched_share=0.5,
                                  neusight_ape=5.0, exact_ape_pct=5.0)])
