@@ -289,6 +289,10 @@ def error_by_row_length(pred: pd.DataFrame, column: str, longest_train_row: dict
     than any training row of its class).
     """
     d = pred[pred["op_class"].isin(list(longest_train_row))]
+    outside = d["H"][(d["H"] <= edges[0]) | (d["H"] > edges[-1])]
+    if len(outside):     # pd.cut would leave them without a bin, and groupby would drop them silently
+        raise ValueError(f"{len(outside)} rows have H outside the row-length bins ({edges[0]}, {edges[-1]}], "
+                         f"e.g. H = {outside.iloc[0]:g}: pass edges that cover them")
     ratio = d[column] / d["latency_ms"]
     frame = pd.DataFrame({"op_class": d["op_class"], "split": d["split"], "device": d["device"],
                           "row_from": pd.cut(d["H"], list(edges), labels=list(edges[:-1])).astype(float),

@@ -187,6 +187,9 @@ def test_error_by_row_length_by_hand():
     # share = bytes / (latency_ms * 1e6) / mem_bw_gbps: 1.0 for every row here
     assert list(out["bandwidth_share"]) == pytest.approx([1.0, 1.0])
     assert list(out["beyond_training"]) == [False, True]
+    # a row longer than the last edge has no bin: an error, not a row dropped from the table
+    with pytest.raises(ValueError, match="H = 20000"):
+        A.error_by_row_length(pred.assign(H=[512, 512, 20_000, 512]), "p", {"SOFTMAX": 4094})
 
 
 def test_softmax_rows_split_evenly_by_hand():
