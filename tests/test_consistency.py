@@ -114,6 +114,8 @@ def test_matched_forecast_by_hand(tmp_path):
     assert f.loc[0, "exact_ms"] == pytest.approx(30 + 15.85 - 7.925)
     assert f.loc[0, "neusight_ape"] == pytest.approx(25.0)
     assert f.loc[0, "exact_ape_pct"] == pytest.approx(abs(37.925 - 40) / 40 * 100)
+    # each node's forecast meets its own weight (weights 1, 24, 24, 24, 24): 1 + 24 (2 + 3 + 4 + 5) = 337
+    assert matched_forecast(m, [1.0, 2.0, 3.0, 4.0, 5.0], ev).loc[0, "pred_ms"] == pytest.approx(337.0)
     # a forecast that reproduces the kernel dataset changes nothing
     same = matched_forecast(m, m["kernel_ms"], ev).iloc[0]
     assert same["exact_ms"] == pytest.approx(30.0) and same["kernel_over_pred"] == pytest.approx(1.0)
