@@ -52,6 +52,14 @@ def device_file_of_folder(folder: str) -> Path:
     raise DeviceError(f"label folder {folder}: no device JSON named {folder}.json")
 
 
+def _paper_device(folder: str, header: str) -> str:
+    """Device name of a paper table's GPU column: its label folder's device, else the table's own header."""
+    try:
+        return device_of_folder(folder)[0]
+    except DeviceError:
+        return header
+
+
 def device_of_folder(folder: str) -> tuple[str, str]:
     """(Device name, vendor) of a label folder, read from the device JSON of the same stem."""
     dev = load_device(device_file_of_folder(folder))
@@ -126,10 +134,7 @@ def paper_e2e_table(mode: str, path: Path | None = None) -> pd.DataFrame:
             cur = c.strip() or cur
             models.append(cur)
         batches = cells[1][1:]
-        try:
-            device = device_of_folder(gpu)[0]
-        except DeviceError:
-            device = gpu
+        device = _paper_device(gpu, gpu)
         for row in cells[2:]:
             method = PAPER_METHODS.get(row[0].strip())
             if method is None:
@@ -167,11 +172,7 @@ def paper_fusion_table(path: Path | None = None) -> pd.DataFrame:
             if cell is None:
                 raise LabelError(f"{path}: cannot read prediction cell {pv!r}")
             folder = PAPER_FUSION_GPUS.get(gpu, gpu)
-            try:
-                device = device_of_folder(folder)[0]
-            except DeviceError:
-                device = gpu
-            rows.append(dict(gpu=folder, device=device, model=model,
+            rows.append(dict(gpu=folder, device=_paper_device(folder, gpu), model=model,
                              batch=int(m[1]), fused=(var == "Fused"), paper_meas_ms=float(mv),
                              paper_pred_ms=float(cell["ms"]), paper_ape_pct=float(cell["ape"])))
     return pd.DataFrame(rows)
