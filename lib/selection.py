@@ -172,11 +172,11 @@ AMENDMENT5_DEFAULT_CONFIGS = {c: {**cfg, "hold_mem": True} if c in HOLD_MEM_CLAS
 # known-GPU model on the training GPUs it dominates) is lower with the cap (lib.protocol.envelope_evidence;
 # notebook 04 recomputes it). P4 dominates no training GPU, so its fold never moves. The evidence was first computed
 # on a machine whose CPU trained other weights, before MKL was pinned (mean over the folds, without -> with the cap:
-# EW 18.6 -> 17.7 adopted; BMM
-# 25.7 -> 26.1, FC 35.5 -> 36.0, SOFTMAX 29.6 -> 30.1, LN 20.0 -> 20.9 kept); no full run could be made there, so
-# the change was reverted unseen. Reapplied in a later session, the same rule on the pinned reference run's fold
-# models gives EW 18.24 -> 17.55 and FC 33.92 -> 33.70 (both adopted; FC by 0.2 points), BMM 25.46 -> 25.89,
-# SOFTMAX 29.59 -> 30.07, LN 20.14 -> 21.15 (kept). The record follows the reference run, as every other does.
+# EW 18.6 -> 17.7 adopted; BMM 25.7 -> 26.1, FC 35.5 -> 36.0, SOFTMAX 29.6 -> 30.1, LN 20.0 -> 20.9 kept); no full
+# run could be made there, so the change was reverted unseen. Reapplied in a later session, the same rule on the
+# pinned reference run's fold models gives EW 18.24 -> 17.55 and FC 33.92 -> 33.70 (both adopted; FC by 0.2
+# points), BMM 25.46 -> 25.89, SOFTMAX 29.59 -> 30.07, LN 20.14 -> 21.15 (kept). The record follows the reference
+# run, as every other does.
 ENVELOPE_CLASSES = ("FC", "EW")
 AMENDMENT6_DEFAULT_CONFIGS = {c: {**cfg, "envelope": True} if c in ENVELOPE_CLASSES else cfg
                               for c, cfg in AMENDMENT5_DEFAULT_CONFIGS.items()}
