@@ -80,12 +80,16 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
         raise PredictorError(f"unknown predictor config key(s) {unknown}; known: {sorted(known)}, "
                              f"max_rows, features, validation, ensemble, device_factors, overhead, hold_mem, envelope, held_out_gpu")
     _check_numbers({**cfg, "max_rows": max_rows})
+    if cfg.get("schedule_epochs") is not None and cfg["schedule_epochs"] < cfg.get("epochs", TrainConfig.epochs):
+        raise PredictorError(f"schedule_epochs ({cfg['schedule_epochs']}) must be at least epochs "
+                             f"({cfg.get('epochs', TrainConfig.epochs)}): past its end the cosine schedule raises the lr again")
     return (TrainConfig(**cfg), (int(max_rows) if max_rows is not None else None), features, validation,
             device_factors, overhead, hold_mem, held_out)
 
 
 # The least value of each integer field of a predictor config (max_rows may also be None).
-_LEAST_INT = {"layers": 0, "width": 1, "epochs": 1, "batch_size": 1, "patience": 1, "seed": 0, "max_rows": 1}
+_LEAST_INT = {"layers": 0, "width": 1, "epochs": 1, "batch_size": 1, "patience": 1, "seed": 0, "max_rows": 1,
+              "schedule_epochs": 1}
 
 
 def _check_numbers(cfg: dict) -> None:

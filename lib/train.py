@@ -78,6 +78,7 @@ class TrainConfig:
     patience: int = 10           # epochs without validation improvement before stopping
     val_fraction: float = 0.1    # of the training-GPU rows, held out for early stopping
     seed: int = 0
+    schedule_epochs: int | None = None   # length of the cosine learning-rate schedule; None = epochs
 
 
 def set_seed(seed: int) -> None:
@@ -117,7 +118,9 @@ def fit(model: torch.nn.Module, predict: Callable, inputs: dict[str, torch.Tenso
     else:
         train_idx, val_idx = split_indices(groups, cfg.val_fraction, cfg.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.epochs, 1))
+    # lr(epoch e) = lr * (1 + cos(pi * e / T)) / 2,  T = schedule_epochs (or epochs): a model retrained for
+    # the E epochs a selection chose follows the schedule of the longer run that scored it (lib.selection._final)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(cfg.schedule_epochs or cfg.epochs, 1))
     gen = torch.Generator().manual_seed(cfg.seed)
     take = lambda idx: {k: v[idx] for k, v in inputs.items()}
     val_inputs, val_target = take(torch.as_tensor(val_idx)), target_ms[val_idx]

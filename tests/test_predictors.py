@@ -105,10 +105,12 @@ def test_bad_config_names_the_key():
         P.make_config({"layerz": 2})
     for bad, key in (({"lr": "fast"}, "lr"), ({"layers": -3}, "layers"), ({"max_rows": "many"}, "max_rows"),
                      ({"epochs": 2.5}, "epochs"), ({"val_fraction": 1.0}, "val_fraction"), ({"seed": True}, "seed"),
-                     ({"features": 5}, "features")):
+                     ({"features": 5}, "features"), ({"schedule_epochs": 0}, "schedule_epochs")):
         with pytest.raises(P.PredictorError, match=f"^{key} must be"):
             P.make_config(bad)
     assert P.make_config({"max_rows": np.int64(5), "lr": np.float32(1e-3), "layers": 0})[1] == 5
+    with pytest.raises(P.PredictorError, match="schedule_epochs .* at least epochs"):
+        P.make_config({"epochs": 41, "schedule_epochs": 40})
     with pytest.raises(P.PredictorError, match="op_class"):
         P.input_names("CONV")
 
@@ -251,8 +253,11 @@ def test_selection_candidates_and_curves(tmp_path, monkeypatch):
         assert all(cfg == {**P.CANDIDATES[c][n[:-5]], "batch_size": 256} for n, cfg in trial.items())
         assert selection.TRIAL_KNOWN_CONFIGS[c]["device_factors"] and "device_factors" not in selection.TRIAL_DEFAULT_CONFIGS[c]
         # what the CLIs train: the chosen config, retrained on all five GPUs (no validation split) for E epochs
-        for final, chosen, factors in ((P.DEFAULT_CONFIGS[c], P.SELECTED[c], False), (P.KNOWN_CONFIGS[c], P.KNOWN_SELECTED[c], True)):
+        for final, chosen, factors, name in ((P.DEFAULT_CONFIGS[c], P.SELECTED[c], False, selection.UNSEEN_CHOICE[c][0]),
+                                             (P.KNOWN_CONFIGS[c], P.KNOWN_SELECTED[c], True, selection.KNOWN_CHOICE[c][0])):
             assert final["validation"] == "none" and final["epochs"] == final["patience"] == chosen["epochs"]
+            # ... on the lr schedule of the search run whose epoch E the criterion scored
+            assert final["schedule_epochs"] == P.CANDIDATES[c][name]["epochs"] >= final["epochs"]
             assert tuple(final["features"]) == tuple(chosen["features"]) and final.get("device_factors", False) == factors
     # amendment 7: each '<name>_fill' is a GEMM protocol's pre-amendment candidate plus f_fill, scored only by that
     # protocol; the defaults keep amendments 5 and 6 (FC's envelope), the other classes keep their models

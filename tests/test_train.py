@@ -84,3 +84,25 @@ def test_predictor_cache_is_kept_apart_per_blas_fingerprint():
     path = train.cache_path("neusight-LN", "0123")
     assert path.parent.name == f"blas-{train.blas_fingerprint()}-threads{train.TRAIN_THREADS}"
     assert path.parent.parent == paths.BUILD / "predictors" and path.name == "neusight-LN-0123.pt"
+
+
+def _losses(epochs: int, schedule_epochs: int | None) -> list[float]:
+    """Per-epoch training losses of a small MLP fitted with no validation split."""
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.normal(size=(256, 4)).astype(np.float32))
+    y = torch.from_numpy(np.exp(rng.normal(size=256)).astype(np.float32))
+    train.set_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    predict = lambda m, b: torch.exp(m(b["x"]).squeeze(-1))
+    cfg = train.TrainConfig(epochs=epochs, patience=epochs, batch_size=64, lr=0.05, val_fraction=0.0,
+                            schedule_epochs=schedule_epochs)
+    hist = train.fit(model, predict, {"x": x}, y, np.arange(len(x)), cfg)["history"]
+    return [h["train_loss"] for h in hist]
+
+
+def test_a_short_run_on_a_longer_schedule_repeats_the_longer_runs_first_epochs():
+    # lr(e) = lr (1 + cos(pi e / T)) / 2: 3 epochs of a 6-epoch schedule are the first 3 epochs of the 6-epoch run,
+    # while a 3-epoch schedule lowers the lr sooner (epoch 1: 0.75 lr instead of 0.93 lr) and departs from it
+    full, short, own = _losses(6, None), _losses(3, 6), _losses(3, None)
+    assert short == full[:3]
+    assert own[0] == full[0] and own[1:] != full[1:3]
