@@ -246,6 +246,14 @@ def defaults_as(default_configs: dict, known_configs: dict):
         yield
 
 
+def without_schedule_correction(configs: dict) -> dict:
+    """Configs retrained on their own E-epoch lr schedule, as before the correction above (notebooks 04, 05).
+
+    E = 40 configs stay as they are: they train the same model either way, and keep their cached one."""
+    return {c: {k: v for k, v in cfg.items() if k != "schedule_epochs" or cfg["epochs"] == v}
+            for c, cfg in configs.items()}
+
+
 LOGO_ONLY_CONFIGS = _final(LOGO_SELECTED)   # the first protocol's choice, kept for comparison (notebook 04)
 # Amendment 4 beside what it replaced (notebook 04): amendment 2's unseen-GPU choice, and the control
 # candidate wave_l2_block at its own best criterion epoch count in place of the adopted softmax choice.

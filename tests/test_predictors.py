@@ -259,6 +259,12 @@ def test_selection_candidates_and_curves(tmp_path, monkeypatch):
             # ... on the lr schedule of the search run whose epoch E the criterion scored
             assert final["schedule_epochs"] == P.CANDIDATES[c][name]["epochs"] >= final["epochs"]
             assert tuple(final["features"]) == tuple(chosen["features"]) and final.get("device_factors", False) == factors
+            # as before the correction (notebooks 04, 05): only E < 40 loses the longer schedule, nothing else changes
+            before = selection.without_schedule_correction({c: final})[c]
+            assert before == ({k: v for k, v in final.items() if k != "schedule_epochs"}
+                              if final["epochs"] < final["schedule_epochs"] else final)
+            assert P.make_config(before)[0].schedule_epochs in (None, final["epochs"])
+    assert selection.without_schedule_correction(P.DEFAULT_CONFIGS)["SOFTMAX"] != P.DEFAULT_CONFIGS["SOFTMAX"]   # E = 8
     # amendment 7: each '<name>_fill' is a GEMM protocol's pre-amendment candidate plus f_fill, scored only by that
     # protocol; the defaults keep amendments 5 and 6 (FC's envelope), the other classes keep their models
     for proto, choice, before in (("unseen", selection.UNSEEN_CHOICE, selection.AMENDMENT4_UNSEEN_CHOICE),
