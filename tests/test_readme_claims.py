@@ -99,6 +99,20 @@ def test_dataset_gpu_and_model_counts():
 
 # ---------------------------------------------------------------- kernel predictors (notebook 04)
 
+def test_schedule_correction():
+    """The lr-schedule correction before -> after, per op (04-schedule-correction) and end to end (e2e_schedule_correction)."""
+    t = table("04-schedule-correction").query("split == 'OOD'").set_index("op_class")
+    b, a = t["before (own E-epoch schedule)"], t["after (the search run's schedule)"]
+    assert a["BMM"] < b["BMM"] and b["SOFTMAX"] < a["SOFTMAX"] and t.loc["SOFTMAX", "epochs"] == 8
+    say(f"(the unseen-GPU softmax model trains {t.loc['SOFTMAX', 'epochs']} epochs, four more default models 38-39,")
+    say(f"the correction moved batched matmul from {b['BMM']:.1f} to {a['BMM']:.1f}% and softmax from {b['SOFTMAX']:.1f} to "
+        f"{a['SOFTMAX']:.1f}%, further from the paper")
+    e2e = table("e2e_schedule_correction").groupby("kind")[["ape_before", "ape_after"]].mean()
+    f = lambda k: f"{e2e.loc[k, 'ape_before']:.1f} to {e2e.loc[k, 'ape_after']:.1f}%"   # noqa: E731
+    say(f"end to end the mean APE went from {f('inference')} (inference), {f('training')} (training) and "
+        f"{f('fused inference')} (fused)")
+
+
 def test_per_op_verdict_and_protocol_amendments():
     """Per-op verdict, amendment 4 (softmax), the batch-256 trial and amendment 5: perop_ci, 04-amendment*, 04-trial-*."""
     ci = table("perop_ci")
@@ -107,7 +121,9 @@ def test_per_op_verdict_and_protocol_amendments():
     say(f"we beat the paper on {and_list(CLASS_WORDS[c] for c in ood.index[beaten])}, "
         f"**not** on {and_list(CLASS_WORDS[c] for c in ood.index[~beaten])}.")
     soft = ood.loc["SOFTMAX"]
-    say(f"*Softmax's miss* ({soft['mape_pct']:.1f} against the paper's {soft['paper_pct']:.1f};")
+    side = {"above": "lies above", "spans": "spans", "below": "lies below"}
+    say(f"*Softmax's miss* ({soft['mape_pct']:.1f} against the paper's {soft['paper_pct']:.1f}; its interval "
+        f"{side[soft['vs_paper']]} the paper's number)")
     rows = row_length_ranges()
     assert rows["all_too_fast"] and rows["a100_mid_too_slow"]
     say(f"rows longer than {rows['longest_from']:,.0f} elements, twice the longest training row, are forecast too fast on "
@@ -319,9 +335,10 @@ def test_clipping_and_fixed_time_variant():
     """Clipping on the largest training kernels (04-size-extrapolation); the t0 variant per op (04-overhead-variant)."""
     mape = table("04-size-extrapolation").pivot_table(index="op_class", columns="inputs", values="mape_pct")
     clipped, free = mape["clipped to the training range (default)"], mape["not clipped"]
-    ok = clipped <= free
-    assert list(mape.index[~ok]) == ["FC"]
-    say(f"for {WORDS[int(ok.sum())]} classes of {WORDS[len(ok)]}, FC being {clipped['FC'] - free['FC']:.1f} points worse")
+    ok, gap = clipped <= free, clipped - free
+    assert "FC" in mape.index[~ok] and set(mape.index[~ok]) <= {"FC", "SOFTMAX"}
+    say(f"for {WORDS[int(ok.sum())]} classes of {WORDS[len(ok)]}, FC being {gap['FC']:.1f} points worse"
+        + (f" and softmax {gap['SOFTMAX']:.2f}" if not ok["SOFTMAX"] else ""))
 
     t0_us = table("04-kernel-intercepts").set_index("device").stack().dropna()   # median per GPU and class
     assert (t0_us.drop(("Tesla T4", "BMM")).between(10, 100)).all()       # T4's BMMs: over a hundred (notebook 04)
@@ -558,9 +575,12 @@ def test_seed_spread():
     """The two per-op misses over five training seeds (04-seed-spread)."""
     r = seed_ranges()
     bmm, soft = r[("OOD", "BMM")], r[("OOD", "SOFTMAX")]
-    assert bmm["vs_paper"] == "above" and soft["vs_paper"] == "spans"
+    ci = table("perop_ci").query("split == 'OOD' and method == @SPEC").set_index("op_class")["vs_paper"]
+    assert ci["SOFTMAX"] == "above" and ci["BMM"] == "spans"
+    say("(table above; softmax's 95% interval lies above the paper's number, batched matmul's spans it)")
+    assert bmm["vs_paper"] == "above" and soft["vs_paper"] == "above"
     say(f"trained from {WORDS[bmm['seeds']]} seeds, batched matmul lands at {bmm['range']}%, above the paper's "
-        f"{bmm['paper']} every time, and softmax at {soft['range']}%, a range that contains the paper's {soft['paper']}")
+        f"{bmm['paper']} every time, and softmax at {soft['range']}%, above the paper's {soft['paper']} every time too")
 
 
 def test_e2e_seed_spread():
@@ -596,9 +616,10 @@ def test_held_out_gpus():
     by_gpu = {g: r["mape_pct"] for (k, g), r in e2e.items()
               if k == "inference" and g not in NEVER_TRAINED_POOLS and not pd.isna(r["trained_mape_pct"])}
     lo, hi = min(by_gpu, key=by_gpu.get), max(by_gpu, key=by_gpu.get)
-    assert (lo, hi) == ("Tesla P100-PCIE-16GB", "NVIDIA A100-PCIE-40GB")
-    say(f"its {inf['labels']} inference labels by {inf['mape_pct']:.1f}% on average, from {by_gpu[lo]:.1f}% (P100) "
-        f"to {by_gpu[hi]:.1f}% (A100-PCIE-40GB)")
+    short = {"Tesla P100-PCIE-16GB": "P100", "Tesla P4": "P4", "Tesla T4": "T4", "Tesla V100-PCIE-32GB": "V100",
+             "NVIDIA A100-PCIE-40GB": "A100-PCIE-40GB"}
+    say(f"its {inf['labels']} inference labels by {inf['mape_pct']:.1f}% on average, from {by_gpu[lo]:.1f}% ({short[lo]}) "
+        f"to {by_gpu[hi]:.1f}% ({short[hi]})")
     mape = {c: r["mape_pct"] for (g, c), r in per_op.items() if g == pool}
     assert (min(mape, key=mape.get), max(mape, key=mape.get)) == ("EW", "FC")
     say(f"the per-kernel MAPE pooled over the five is {mape['EW']:.1f}% (element-wise) to {mape['FC']:.1f}% (FC)")
