@@ -137,7 +137,7 @@ LOGO_CONFIGS = {c: {**_BASE, **{k: v for k, v in LOGO_SELECTED[c].items() if k !
 
 
 # CORRECTION (a later session, from a code review made after every number here had been seen; applied
-# whatever it does to them, decided before its effect on any number was computed): every criterion above scores
+# whatever it does to them, decided before its effect on any held-out number was computed): every criterion above scores
 # a config "after E epochs" of a search run of _BASE["epochs"] = 40 epochs, whose learning rate follows a
 # 40-epoch cosine schedule (lib.train.fit). The retrained model used to run E epochs of an E-epoch schedule,
 # decaying the lr to zero by epoch E, so for E < 40 it was not the model the criterion had scored (the review:
