@@ -218,6 +218,19 @@ def label_kind(labels: pd.DataFrame) -> np.ndarray:
     return np.where(labels["option"] == "fusion", "fused inference", labels["mode"])
 
 
+# One change to the forecast, label by label (notebook 05's amendment and correction tables): both runs' ms and APE,
+#   kind = label_kind,  gpus = 'training GPUs' if the label's GPU is one, else 'other GPUs'
+def before_after(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """Two evaluate_labels runs of the same labels, one row per label: ms_/ape_before, ms_/ape_after, kind, gpus."""
+    from .devices import TRAIN_GPUS_NVIDIA
+    keys = ["gpu", "device", "model", "mode", "batch", "seq", "option", "e2e_ms"]
+    cols = keys + ["neusight_ms", "neusight_ape"]
+    t = before[cols].merge(after[cols], on=keys, suffixes=("_before", "_after"), validate="one_to_one")
+    t.columns = [c.replace("neusight_", "") for c in t.columns]
+    return t.assign(kind=label_kind(t),
+                    gpus=np.where(t["device"].isin(TRAIN_GPUS_NVIDIA), "training GPUs", "other GPUs"))
+
+
 def seed_label_ape(labels: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.DataFrame:
     """evaluate_labels' NeuSight columns per training seed of its models, long format, with each label's kind
     ('inference', 'training' or 'fused inference'; notebook 05). cfg_by_class: as evaluate_labels', seeded too."""

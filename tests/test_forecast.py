@@ -340,3 +340,19 @@ def test_e2e_held_out_table_by_hand():
         [1, 30.0, 10.0, 1.3])
     assert t.loc["NVIDIA H100 80GB HBM3", "mape_pct"] == pytest.approx(10.0)
     assert t.loc["every GPU never trained on", "mape_pct"] == pytest.approx(20.0)
+
+
+def test_before_after_pairs_each_label_with_itself():
+    """lib.forecast.before_after: rows matched on the label (not on position), with its kind and GPU group."""
+    from lib.forecast import before_after
+    base = pd.DataFrame({"gpu": ["g1", "g2"], "device": [TRAIN_GPUS_NVIDIA[0], "NVIDIA H100 80GB HBM3"],
+                         "model": ["bert_large", "gpt2_large"], "mode": ["inference", "training"], "batch": [1, 2],
+                         "seq": [512, 1024], "option": ["fusion", ""], "e2e_ms": [10.0, 20.0]})
+    before = base.assign(neusight_ms=[9.0, 22.0], neusight_ape=[10.0, 10.0])
+    after = base.assign(neusight_ms=[11.0, 21.0], neusight_ape=[10.0, 5.0]).iloc[::-1]
+    t = before_after(before, after)
+    assert list(t["ms_before"]) == [9.0, 22.0] and list(t["ms_after"]) == [11.0, 21.0]
+    assert list(t["ape_after"]) == [10.0, 5.0]
+    assert list(t["kind"]) == ["fused inference", "training"] and list(t["gpus"]) == ["training GPUs", "other GPUs"]
+    with pytest.raises(pd.errors.MergeError):      # a label twice on one side is an error, not a silent product
+        before_after(pd.concat([before, before]), after)
