@@ -34,12 +34,36 @@ def run(notebook: Path, params_file: Path, out: Path) -> None:
     # The kernel inherits this: tqdm bars inside cells cannot be watched here and would only fill the saved
     # outputs with hundreds of stderr lines; papermill's own bar (one per notebook, by cells) shows progress.
     os.environ["TQDM_DISABLE"] = "1"
+    # ... and this: every model the notebook trains or loads goes to its ledger (lib.train; cold_estimate below)
+    ledger = ledger_path(out)
+    ledger.unlink(missing_ok=True)
+    os.environ[paths.MODEL_LEDGER_ENV] = str(ledger.resolve())
     start = time.perf_counter()
     pm.execute_notebook(str(notebook), str(out), parameters=load_params(params_file),
                         cwd=str(paths.ROOT / "notebooks"), kernel_name="python3", progress_bar=True)
     seconds = time.perf_counter() - start
     out.with_suffix(".time.json").write_text(json.dumps({"notebook": notebook.name, "wall_s": round(seconds, 1)}))
     print(f"{notebook.name}: {seconds:.0f} s", file=sys.stderr)
+
+
+def ledger_path(out: Path) -> Path:
+    """The model ledger beside an executed notebook: one JSON line per model its run trained or loaded (lib.train)."""
+    return Path(out).with_suffix(".models.jsonl")
+
+
+# A cold run trains every model a warm run loaded from the cache. Walking the notebooks in run order, a model first
+# met as a cache hit adds the training seconds recorded when it was trained; one the run trained is in the wall time:
+#   cold_s(notebook) = wall_s(notebook) + sum of train_s over the models it is the first notebook to load, cached
+def cold_estimate(runs: list[tuple[str, float, list[dict]]]) -> dict:
+    """{notebook: {wall_s, trained, loaded, cold_s}} of (notebook, wall_s, ledger records) in run order (README)."""
+    seen, out = set(), {}
+    for name, wall_s, records in runs:
+        trained = {r["model"] for r in records if not r["cached"]}
+        loaded = {r["model"]: r["train_s"] or 0.0 for r in records if r["cached"] and r["model"] not in trained}
+        added = sum(s for m, s in loaded.items() if m not in seen)
+        seen |= trained | loaded.keys()
+        out[name] = {"wall_s": wall_s, "trained": len(trained), "loaded": len(loaded), "cold_s": round(wall_s + added, 1)}
+    return out
 
 
 def prepare(kind: str, notebooks: list[Path]) -> None:
@@ -70,18 +94,26 @@ def provenance(outputs: list[Path]) -> None:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=paths.ROOT).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "lib", "notebooks", "params"],
                                 capture_output=True, text=True, cwd=paths.ROOT).stdout.strip())
-    times = {}
+    times, runs = {}, []
     for out in outputs:
         t = Path(out).with_suffix(".time.json")
         if t.is_file():
             rec = json.loads(t.read_text())
             times[rec["notebook"]] = rec["wall_s"]
+            ledger = ledger_path(out)
+            if ledger.is_file():
+                runs.append((rec["notebook"], rec["wall_s"], [json.loads(line) for line in ledger.read_text().splitlines()]))
+    # the cold estimate only when every notebook run left a ledger (runs before the ledger existed did not)
+    cold = cold_estimate(runs) if runs and len(runs) == len(times) else {}
     record = {"commit": commit, "uncommitted_changes": dirty,
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": {"platform": platform.platform(), "processor": platform.machine(),
                           "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version(),
                           **numeric_env()},
               "wall_s_per_notebook": times}
+    if cold:
+        record["models_per_notebook"] = {nb: {k: v for k, v in c.items() if k != "wall_s"} for nb, c in cold.items()}
+        record["cold_estimate_s"] = round(sum(c["cold_s"] for c in cold.values()), 1)
     paths.FIGURES.mkdir(parents=True, exist_ok=True)
     (paths.FIGURES / "PROVENANCE.json").write_text(json.dumps(record, indent=2) + "\n")
 

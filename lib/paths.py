@@ -12,6 +12,7 @@ BUILD = Path(os.environ.get("NEUSIGHT_BUILD", ROOT / "build"))  # caches, predic
 CACHE = BUILD / "cache"
 FIGURES = Path(os.environ.get("NEUSIGHT_FIGURES", ROOT / "figures"))  # make test points it into build/smoke
 TABLES = FIGURES / "tables"
+MODEL_LEDGER_ENV = "NEUSIGHT_MODEL_LEDGER"  # names the file a notebook run logs its trained and loaded models to
 
 # Layout of the materialized dataset (same as the dataset's README).
 NVIDIA_DATASET = NEUSIGHT / "data" / "dataset"

@@ -83,6 +83,7 @@ def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | N
     if cfg.get("schedule_epochs") is not None and cfg["schedule_epochs"] < cfg.get("epochs", TrainConfig.epochs):
         raise PredictorError(f"schedule_epochs ({cfg['schedule_epochs']}) must be at least epochs "
                              f"({cfg.get('epochs', TrainConfig.epochs)}): past its end the cosine schedule raises the lr again")
+    cfg = {k: v.item() if isinstance(v, np.generic) else v for k, v in cfg.items()}   # np.int64(1) -> 1: JSON in the key
     return (TrainConfig(**cfg), (int(max_rows) if max_rows is not None else None), features, validation,
             device_factors, overhead, hold_mem, held_out)
 

@@ -121,9 +121,10 @@ def shape_groups(df: pd.DataFrame) -> np.ndarray:
     return df.groupby(list(SHAPE_COLS), sort=True, dropna=False).ngroup().to_numpy()
 
 
-# The code a trained model depends on (its code_text, source without comments or docstrings, is part of
-# the cache key).
-CODE = (features_mod, tiles_mod, waves_mod, roofline_mod, train_mod.fit)
+# The code a trained model depends on (its code_text, source without comments or docstrings, with the values of the
+# module constants a function reads, is part of the cache key): whole modules here, single functions below.
+CODE = (features_mod, tiles_mod, waves_mod, roofline_mod,
+        train_mod.fit, train_mod.relative_error_loss, train_mod.split_indices, train_mod.set_seed)
 
 
 @functools.cache
@@ -136,7 +137,7 @@ def _own_code() -> list[str]:
     """code_text of the functions that shape a trained model (lib.utilization's and this module's; not whole files)."""
     return [_code_text(f) for f in (input_names, model_inputs, UtilizationMLP, alpha_beta,
                                     utilization, latency_ms, _predict_ms, _tensors, device_index,
-                                    device_efficiency, training_table, shape_groups)]
+                                    device_efficiency, training_table, shape_groups, _model_kind, _fit_state)]
 
 
 def _short(gpu: str) -> str:
@@ -150,6 +151,49 @@ def _cache_name(op_class: str, cfg: TrainConfig, validation: str, overhead: str 
             else "-logo" + _short(validation))
     return (f"neusight-{op_class}-{cfg.layers}x{cfg.width}{fold}{'-t0' if overhead else ''}"
             + (f"-without{_short(held_out)}" if held_out else ""))
+
+
+def _model_kind(overhead: str | None) -> tuple:
+    """(model class, its predict_ms): 'isolated' and 'hidden' train the same model, they differ only in what predict adds."""
+    return (OverheadMLP, overhead_predict_ms) if overhead else (UtilizationMLP, _predict_ms)
+
+
+def _fit_state(op_class: str, cfg: TrainConfig, max_rows, features: tuple, names: list, validation: str,
+               n_devices: int, overhead: str | None, held_out: str | None) -> tuple[dict, dict]:
+    """(state, info) of one utilization MLP trained as train_predictor's config says (notebook 04)."""
+    model_cls, predict_ms = _model_kind(overhead)
+    feat = training_table(op_class, max_rows, cfg.seed)
+    if held_out:   # a GPU the model must not learn from: none of its rows, not even for validation
+        feat = feat[feat["device"] != held_out].reset_index(drop=True)
+    if validation == "largest":
+        feat = feat[~largest_rows(feat)].reset_index(drop=True)
+    x_all = model_inputs(feat, op_class, features)
+    # validation rows: None = held-out shapes (inside fit), all False = none, else one GPU's rows
+    val_mask = (None if validation == "shapes" else np.zeros(len(feat), bool) if validation in ("none", "largest")
+                else (feat["device"] == validation).to_numpy())
+    x = x_all if val_mask is None else x_all[~val_mask]      # what the model may learn from
+    target = feat["latency_ms"].to_numpy(np.float64)
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    onehot = np.array([n.startswith("op_") for n in names])
+    mean[onehot], std[onehot] = 0.0, 1.0
+    std = np.where(std > 1e-8, std, 1.0)
+    train_mod.set_seed(cfg.seed)
+    model = model_cls(len(names), cfg.layers, cfg.width, n_devices)
+    if n_devices:   # the GPUs whose rows the model learns from (not a LOGO fold's held-out GPU)
+        seen = np.unique(device_index(feat["device"])[np.ones(len(feat), bool) if val_mask is None else ~val_mask])
+        model.trained[seen[seen >= 0]] = True
+    inputs = _tensors(feat, ((x_all - mean) / std).astype(np.float32))
+    start = time.perf_counter()
+    hist = train_mod.fit(model, predict_ms, inputs, torch.from_numpy(target.astype(np.float32)),
+                         shape_groups(feat), cfg, desc=f"NeuSight {op_class}", val_mask=val_mask)
+    vals = [h["val_loss"] for h in hist["history"]]
+    best_epoch = int(np.nanargmin(vals)) + 1 if np.isfinite(vals).any() else len(vals)
+    info = {"train_seconds": time.perf_counter() - start, "epochs": hist["epochs_run"],
+            "best_epoch": best_epoch, "best_val_loss": hist["best_val_loss"], "validation": validation,
+            "train_rows": len(x), "history": hist["history"]}
+    scaling = {k: torch.from_numpy(np.asarray(v, np.float32)) for k, v in
+               {"mean": mean, "std": std, "x_min": x.min(axis=0), "x_max": x.max(axis=0)}.items()}
+    return {"model": model.state_dict(), **scaling}, info
 
 
 def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPredictor:
@@ -171,8 +215,6 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     cfg, max_rows, features, validation, device_factors, overhead, hold_mem, held_out = make_config(cfg)
     names = input_names(op_class, features)
     n_devices = len(TRAIN_GPUS_NVIDIA) if device_factors else 0
-    # 'isolated' and 'hidden' train the same model (they differ only in what predict adds)
-    model_cls, predict_ms = (OverheadMLP, overhead_predict_ms) if overhead else (UtilizationMLP, _predict_ms)
     # The key names everything the training table is made from (the dataset's fingerprint, the
     # loader and feature code) instead of the table itself, so a cache hit loads no data. The
     # overhead variant adds its own code, so the keys of every other config stay as they were.
@@ -185,42 +227,9 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     if force:
         train_mod.cache_path(name, key).unlink(missing_ok=True)
 
-    def build():
-        feat = training_table(op_class, max_rows, cfg.seed)
-        if held_out:   # a GPU the model must not learn from: none of its rows, not even for validation
-            feat = feat[feat["device"] != held_out].reset_index(drop=True)
-        if validation == "largest":
-            feat = feat[~largest_rows(feat)].reset_index(drop=True)
-        x_all = model_inputs(feat, op_class, features)
-        # validation rows: None = held-out shapes (inside fit), all False = none, else one GPU's rows
-        val_mask = (None if validation == "shapes" else np.zeros(len(feat), bool) if validation in ("none", "largest")
-                    else (feat["device"] == validation).to_numpy())
-        x = x_all if val_mask is None else x_all[~val_mask]      # what the model may learn from
-        target = feat["latency_ms"].to_numpy(np.float64)
-        mean, std = x.mean(axis=0), x.std(axis=0)
-        onehot = np.array([n.startswith("op_") for n in names])
-        mean[onehot], std[onehot] = 0.0, 1.0
-        std = np.where(std > 1e-8, std, 1.0)
-        train_mod.set_seed(cfg.seed)
-        model = model_cls(len(names), cfg.layers, cfg.width, n_devices)
-        if n_devices:   # the GPUs whose rows the model learns from (not a LOGO fold's held-out GPU)
-            seen = np.unique(device_index(feat["device"])[np.ones(len(feat), bool) if val_mask is None else ~val_mask])
-            model.trained[seen[seen >= 0]] = True
-        inputs = _tensors(feat, ((x_all - mean) / std).astype(np.float32))
-        start = time.perf_counter()
-        hist = train_mod.fit(model, predict_ms, inputs, torch.from_numpy(target.astype(np.float32)),
-                             shape_groups(feat), cfg, desc=f"NeuSight {op_class}", val_mask=val_mask)
-        vals = [h["val_loss"] for h in hist["history"]]
-        best_epoch = int(np.nanargmin(vals)) + 1 if np.isfinite(vals).any() else len(vals)
-        info = {"train_seconds": time.perf_counter() - start, "epochs": hist["epochs_run"],
-                "best_epoch": best_epoch, "best_val_loss": hist["best_val_loss"], "validation": validation,
-                "train_rows": len(x), "history": hist["history"]}
-        scaling = {k: torch.from_numpy(np.asarray(v, np.float32)) for k, v in
-                   {"mean": mean, "std": std, "x_min": x.min(axis=0), "x_max": x.max(axis=0)}.items()}
-        return {"model": model.state_dict(), **scaling}, info
-
-    state, info = train_mod.cached(name, key, build)
-    model = model_cls(len(names), cfg.layers, cfg.width, n_devices)
+    state, info = train_mod.cached(name, key, functools.partial(
+        _fit_state, op_class, cfg, max_rows, features, names, validation, n_devices, overhead, held_out))
+    model = _model_kind(overhead)[0](len(names), cfg.layers, cfg.width, n_devices)
     model.load_state_dict(state["model"])
     model.eval()
     mean, std, x_min, x_max = (state[k].numpy() for k in ("mean", "std", "x_min", "x_max"))

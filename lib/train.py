@@ -159,7 +159,8 @@ def fit(model: torch.nn.Module, predict: Callable, inputs: dict[str, torch.Tenso
 
 # Code enters a cache key as its syntax tree written back out (ast.parse -> ast.unparse), with every
 # docstring taken out: comments and docstrings do not reach the key, so fixing prose retrains nothing,
-# while any change to what the code does gives a new key.
+# while any change to what the code does gives a new key. A function's or class's source names the module
+# constants it reads (MS_PER_S) but not their values, so "name = value" of each is appended (_read_constants).
 def code_text(code) -> str:
     """Source of a module, class or function (or source text) without comments and docstrings (notebook 03)."""
     tree = ast.parse(textwrap.dedent(code if isinstance(code, str) else inspect.getsource(code)))
@@ -168,7 +169,31 @@ def code_text(code) -> str:
             first = node.body[0]
             if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
                 node.body = node.body[1:] or [ast.Pass()]
-    return ast.unparse(tree)
+    text = ast.unparse(tree)
+    return text + _read_constants(code) if inspect.isfunction(code) or inspect.isclass(code) else text
+
+
+def _is_constant(value) -> bool:
+    """A number, string, None, or a tuple / frozenset of them: a value whose repr is the value."""
+    if isinstance(value, (tuple, frozenset)):
+        return all(_is_constant(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, bytes))
+
+
+def _read_constants(obj) -> str:
+    """"\nname = repr(value)" of each module-level constant a function (or a class's methods) reads (notebook 03)."""
+    if inspect.isclass(obj):
+        funcs = [getattr(v, "__func__", v) for v in vars(obj).values()]
+        funcs += [f for v in vars(obj).values() if isinstance(v, property) for f in (v.fget, v.fset) if f]
+        scope = vars(sys.modules[obj.__module__])
+    else:
+        funcs, scope = [obj], obj.__globals__
+    names, codes = set(), [f.__code__ for f in funcs if inspect.isfunction(f)]
+    while codes:                       # nested functions, lambdas and comprehensions read globals too
+        co = codes.pop()
+        names |= set(co.co_names)
+        codes += [c for c in co.co_consts if inspect.iscode(c)]
+    return "".join(f"\n{n} = {scope[n]!r}" for n in sorted(names) if n in scope and _is_constant(scope[n]))
 
 
 def cache_key(*parts) -> str:
@@ -191,12 +216,24 @@ def cache_path(name: str, key: str) -> Path:
     return paths.BUILD / "predictors" / f"blas-{blas_fingerprint()}-threads{TRAIN_THREADS}" / f"{name}-{key}.pt"
 
 
+# A notebook run's model ledger (lib.notebooks.run points $NEUSIGHT_MODEL_LEDGER at a file per notebook): one JSON
+# line per model trained or loaded, with the seconds its training took (as recorded when it was trained), so that a
+# run that loads cached models can still say what a cold run would add (figures/PROVENANCE.json).
+def _log_model(path: Path, info: dict, was_cached: bool) -> None:
+    """Append {model, cached, train_s} to the ledger named by $NEUSIGHT_MODEL_LEDGER, if any (notebooks 03-05)."""
+    ledger = os.environ.get(paths.MODEL_LEDGER_ENV)
+    if ledger:
+        with open(ledger, "a") as f:
+            f.write(json.dumps({"model": path.name, "cached": was_cached, "train_s": info.get("train_seconds")}) + "\n")
+
+
 def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple[dict, dict]:
     """(state, info) from cache_path(name, key), or build() on TRAIN_THREADS threads
     and save atomically; info records the numeric environment it was trained in."""
     path = cache_path(name, key)
     if path.is_file():
         blob = torch.load(path, map_location="cpu", weights_only=False)
+        _log_model(path, blob["info"], True)
         return blob["state"], {**blob["info"], "cached": True}
     threads = torch.get_num_threads()
     torch.set_num_threads(TRAIN_THREADS)
@@ -211,4 +248,5 @@ def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(buf.getvalue())
     tmp.replace(path)
+    _log_model(path, info, False)
     return state, {**info, "cached": False}

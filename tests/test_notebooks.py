@@ -59,3 +59,45 @@ def test_importing_lib_pins_mkl_to_its_vendor_neutral_kernels():
     unset, compatible = _fingerprint_in_subprocess(MKL_CBWR=None), _fingerprint_in_subprocess(MKL_CBWR="COMPATIBLE")
     assert len(unset) == 12 and unset == compatible == train.blas_fingerprint()
     assert _fingerprint_in_subprocess(MKL_CBWR="AUTO") != compatible
+
+
+def test_cold_estimate_by_hand():
+    # A trains m1 (5 s) and loads m2 (trained earlier, 7 s): 10 + 7. B loads m1 (A trained it), m2 (counted in A)
+    # and m3 twice (3 s): 4 + 3. C loads nothing: 2.
+    from lib import notebooks
+    rec = lambda m, cached, s: {"model": m, "cached": cached, "train_s": s}
+    runs = [("A", 10.0, [rec("m1", False, 5.0), rec("m2", True, 7.0)]),
+            ("B", 4.0, [rec("m1", True, 5.0), rec("m2", True, 7.0), rec("m3", True, 3.0), rec("m3", True, 3.0)]),
+            ("C", 2.0, [])]
+    got = notebooks.cold_estimate(runs)
+    assert {n: c["cold_s"] for n, c in got.items()} == {"A": 17.0, "B": 7.0, "C": 2.0}
+    assert (got["A"]["trained"], got["A"]["loaded"], got["B"]["trained"], got["B"]["loaded"]) == (1, 1, 0, 3)
+
+
+def test_ledger_logs_a_trained_then_a_loaded_model(tmp_path, monkeypatch):
+    import torch
+    from lib import train
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    ledger = tmp_path / "nb.models.jsonl"
+    monkeypatch.setenv(paths.MODEL_LEDGER_ENV, str(ledger))
+    build = lambda: ({"w": torch.zeros(2)}, {"train_seconds": 1.5})
+    train.cached("toy", "k0", build)
+    train.cached("toy", "k0", lambda: pytest.fail("a cached model was rebuilt"))
+    lines = [json.loads(ln) for ln in ledger.read_text().splitlines()]
+    assert lines == [{"model": "toy-k0.pt", "cached": False, "train_s": 1.5}, {"model": "toy-k0.pt", "cached": True, "train_s": 1.5}]
+
+
+def test_provenance_adds_the_cold_estimate_only_when_every_run_has_a_ledger(tmp_path, monkeypatch):
+    from lib import notebooks
+    monkeypatch.setattr(paths, "FIGURES", tmp_path)
+    outs = [tmp_path / "01-a.ipynb", tmp_path / "02-b.ipynb"]
+    for out, wall in zip(outs, (3.0, 4.0)):
+        out.with_suffix(".time.json").write_text(json.dumps({"notebook": out.name, "wall_s": wall}))
+    notebooks.ledger_path(outs[1]).write_text(json.dumps({"model": "m", "cached": True, "train_s": 60.0}) + "\n")
+    notebooks.provenance(outs)
+    assert "cold_estimate_s" not in json.loads((tmp_path / "PROVENANCE.json").read_text())   # 01 ran without one
+    notebooks.ledger_path(outs[0]).write_text("")
+    notebooks.provenance(outs)
+    record = json.loads((tmp_path / "PROVENANCE.json").read_text())
+    assert record["cold_estimate_s"] == 67.0
+    assert record["models_per_notebook"]["02-b.ipynb"] == {"trained": 0, "loaded": 1, "cold_s": 64.0}

@@ -465,3 +465,82 @@ def test_a_spec_only_forecast_reads_nothing_the_target_measured(tmp_path, monkey
     gemm = rows.op_class.isin(["BMM", "FC"]).to_numpy()
     oracle = [predict_kernels(t[gemm], h100, tiles="oracle", cfg_by_class=cfg) for t in (rows, scrambled)]
     assert np.isfinite(oracle).all() and not np.array_equal(*oracle)
+
+
+def _lib_callees(obj) -> list:
+    """Functions and classes of lib that a function (or a class's methods) names: globals, and attributes of lib modules."""
+    import inspect
+    import sys
+    if inspect.isclass(obj):
+        funcs, scope = [getattr(v, "__func__", v) for v in vars(obj).values()], vars(sys.modules[obj.__module__])
+    else:
+        funcs, scope = [obj], obj.__globals__
+    names, codes = set(), [f.__code__ for f in funcs if inspect.isfunction(f)]
+    while codes:
+        co = codes.pop()
+        names |= set(co.co_names)
+        codes += [c for c in co.co_consts if inspect.iscode(c)]
+    found = []
+    for n in names:
+        v = scope.get(n)
+        if inspect.ismodule(v) and v.__name__.startswith("lib."):   # train_mod.fit: 'fit' is an attribute name
+            found += [getattr(v, a) for a in names if inspect.isfunction(getattr(v, a, None)) or inspect.isclass(getattr(v, a, None))]
+        elif inspect.isfunction(v) or inspect.isclass(v):
+            found.append(v)
+    return [f for f in found if getattr(f, "__module__", "").startswith("lib.")]
+
+
+def test_the_cache_key_reads_all_code_that_trains_a_model():
+    # A stale cache hit needs an edit the key cannot see. Walk everything lib code that training runs calls,
+    # from _fit_state down: each must be hashed whole (CODE's modules), through the data fingerprint (the
+    # loader's modules), or be one of the code texts the key reads. Exceptions shape no weights.
+    import inspect
+    from lib import data, overhead, predictor_config, train
+    whole = {m.__name__ for m in P.CODE if inspect.ismodule(m)} | {"lib." + f.removesuffix(".py") for f in data.FINGERPRINT_CODE}
+    conditional = (overhead.OverheadMLP, overhead.overhead_predict_ms, predictor_config.largest_rows)  # their configs add them
+    texts = set(P._own_code()) | {P._code_text(c) for c in (*P.CODE, *conditional)}
+    seen, todo, unhashed = set(), [P._fit_state], []
+    while todo:
+        obj = todo.pop()
+        if obj in seen or obj.__module__ in whole or (inspect.isclass(obj) and issubclass(obj, Exception)):
+            continue
+        seen.add(obj)
+        if train.code_text(obj) not in texts:
+            unhashed.append(f"{obj.__module__}.{obj.__qualname__}")
+        todo += _lib_callees(obj)
+    assert len(seen) > 10 and train.fit in seen and train.relative_error_loss in seen
+    assert not unhashed, f"training runs code the cache key does not read: {unhashed}"
+
+
+def test_a_module_constant_that_training_reads_changes_the_key(monkeypatch):
+    # the key is built before any training: capture it and stop
+    from lib import train, utilization
+
+    def key_of():
+        P._code_text.cache_clear()
+        seen = []
+
+        def stop(name, key, build):
+            seen.append(key)
+            raise StopIteration
+        with monkeypatch.context() as m:
+            m.setattr(train, "cached", stop)
+            with pytest.raises(StopIteration):
+                P.train_predictor("LN", TINY)
+        return seen[0]
+    base = key_of()
+    assert key_of() == base
+    monkeypatch.setattr(P, "SHAPE_COLS", ("op", "B", "M", "N", "K"))         # validation groups
+    assert key_of() != base
+    monkeypatch.undo()
+    monkeypatch.setattr(utilization, "GIGA", 1e6)                             # tensor scale in _tensors
+    assert key_of() != base
+    monkeypatch.undo()
+    assert key_of() == base
+
+
+def test_numpy_numbers_in_a_config_key_like_python_ones():
+    from lib import train
+    cfg = P.make_config({**TINY, "seed": np.int64(1), "lr": np.float32(0.5)})[0]
+    assert type(cfg.seed) is int and type(cfg.lr) is float
+    assert train.cache_key(cfg) == train.cache_key(P.make_config({**TINY, "seed": 1, "lr": 0.5})[0])

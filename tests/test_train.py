@@ -106,3 +106,18 @@ def test_a_short_run_on_a_longer_schedule_repeats_the_longer_runs_first_epochs()
     full, short, own = _losses(6, None), _losses(3, 6), _losses(3, None)
     assert short == full[:3]
     assert own[0] == full[0] and own[1:] != full[1:3]
+
+
+def test_code_text_of_a_function_carries_the_constants_it_reads(monkeypatch):
+    # latency_ms multiplies by MS_PER_S: its source names the constant, the key must also see its value
+    from lib import utilization
+    assert train.code_text(utilization.latency_ms).endswith("\nMS_PER_S = 1000.0")
+    before = train.code_text(utilization.latency_ms)
+    monkeypatch.setattr(utilization, "MS_PER_S", 1.0)
+    assert train.code_text(utilization.latency_ms) != before
+    # a class: the constants its methods read (OverheadMLP starts log_t0 at T0_INIT_MS)
+    from lib import overhead
+    assert "\nT0_INIT_MS = 0.02" in train.code_text(overhead.OverheadMLP)
+    # functions, modules and source text are not constants; a module's text holds its constants already
+    assert "\ntrain_mod =" not in train.code_text(overhead.OverheadMLP)
+    assert train.code_text("X = 1\ndef f():\n    return X") == "X = 1\n\ndef f():\n    return X"
