@@ -20,7 +20,6 @@ The factors are cached in build/cache/calibration/ keyed by the predictor config
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
@@ -31,6 +30,7 @@ import pandas as pd
 
 from . import paths
 from .analysis import extrapolation_note, memory_note
+from .cli import Parser
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise
 from .graph import GraphError, capture, parameter_count
@@ -258,7 +258,7 @@ def held_out_label_ape(labels: pd.DataFrame, cfg_by_class: dict | None = None) -
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True,
                    help="Hugging Face config.json of a BERT, GPT-2, OPT, SwitchTransformer or Llama-family model "
                         "(e.g. DLmodel_configs/gpt3_27.json, data/models/llama3_8b.json)")
@@ -276,9 +276,10 @@ def main(argv=None) -> int:
     p.add_argument("--kernels-out", metavar="PATH",
                    help="also write the predicted kernel table (one row per distinct kernel) to this CSV")
     args = p.parse_args(argv)
-    if args.batch < 1 or args.seq < 1:
-        print("error: --batch and --seq must be positive integers", file=sys.stderr)
-        return 2
+    for name, value in (("--batch", args.batch), ("--seq", args.seq)):
+        if value < 1:
+            print(f"error: {name} must be a positive integer, got {value}", file=sys.stderr)
+            return 2
     if args.kernels_out and (problem := paths.output_problem(args.kernels_out, (args.model, args.device))):
         print(f"error: --kernels-out {args.kernels_out}: {problem}", file=sys.stderr)
         return 2
@@ -303,7 +304,9 @@ def main(argv=None) -> int:
         except OSError as e:
             print(f"error: --kernels-out {args.kernels_out}: {e.strerror or e}", file=sys.stderr)
             return 2
-    for note in (extrapolation_note(device), memory_note(parameters, args.mode, device)):
+    unvalidated = ("--fusion in training mode fuses the backward pass too; every fused label of the dataset is "
+                   "inference, so this forecast is unvalidated") if args.fusion and args.mode == "training" else None
+    for note in (extrapolation_note(device), memory_note(parameters, args.mode, device), unvalidated):
         if note:
             print(f"warning: {note}", file=sys.stderr)
     print(json.dumps(result))

@@ -17,7 +17,6 @@ Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-b
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import warnings
@@ -28,6 +27,7 @@ import pandas as pd
 
 from . import paths
 from .analysis import extrapolation_note
+from .cli import Parser
 from .data import OP_CLASS
 from .devices import Device, DeviceError, device_by_name, load_device
 from .envelope import cap
@@ -50,6 +50,8 @@ def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
     """Validated copy of a kernel table: known ops, required positive dims per op kind."""
     if "op" not in df.columns:
         raise KernelInputError("missing column 'op' (or 'OPName')")
+    if df["op"].isna().any():
+        raise KernelInputError(f"row {int(np.flatnonzero(df['op'].isna())[0])}: no op name in column 'op' (or 'OPName')")
     ops = df["op"].astype(str)
     unknown = sorted(set(ops) - set(KNOWN_OPS))
     if unknown:
@@ -238,7 +240,7 @@ def _read_kernels(path: str) -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lib.kernels", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m lib.kernels", description=__doc__.splitlines()[0])
     ap.add_argument("--device", required=True, help="device JSON (dataset format)")
     ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K or B,H")
     ap.add_argument("--output", required=True, help="where to write the input + pred_ms")
@@ -269,6 +271,8 @@ def main(argv=None) -> int:
         if args.method == "li" and np.isnan(pred).any():
             print(f"note: Li et al. fits on measurements of the target itself; {device.name} has none for the "
                   f"ops of {int(np.isnan(pred).sum())} of {len(pred)} rows, whose pred_ms is NaN", file=sys.stderr)
+        if "pred_ms" in table.columns:
+            print(f"note: {args.input} has a pred_ms column; the output replaces it", file=sys.stderr)
         paths.write_atomic(args.output, lambda tmp: table.assign(pred_ms=pred).to_csv(tmp, index=False))
     except (KernelInputError, DeviceError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

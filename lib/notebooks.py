@@ -36,7 +36,7 @@ def run(notebook: Path, params_file: Path, out: Path) -> None:
     os.environ["TQDM_DISABLE"] = "1"
     # ... and this: every model the notebook trains or loads goes to its ledger (lib.train; cold_estimate below)
     ledger = ledger_path(out)
-    ledger.unlink(missing_ok=True)
+    ledger.write_text("")   # a notebook that trains and loads nothing leaves an empty ledger
     os.environ[paths.MODEL_LEDGER_ENV] = str(ledger.resolve())
     start = time.perf_counter()
     pm.execute_notebook(str(notebook), str(out), parameters=load_params(params_file),

@@ -356,3 +356,24 @@ def test_before_after_pairs_each_label_with_itself():
     assert list(t["kind"]) == ["fused inference", "training"] and list(t["gpus"]) == ["training GPUs", "other GPUs"]
     with pytest.raises(pd.errors.MergeError):      # a label twice on one side is an error, not a silent product
         before_after(pd.concat([before, before]), after)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--batch", 0, "--seq", 8), "--batch must be a positive integer, got 0"),
+    (("--batch", 1, "--seq", -5), "--seq must be a positive integer, got -5"),
+    (("--batch", 1.5, "--seq", 8), "argument --batch: invalid int value: '1.5'"),
+    (("--batch", 1, "--seq", 8, "--mode", "infer"), "argument --mode: invalid choice: 'infer'"),
+], ids=["batch-0", "negative-seq", "fractional-batch", "unknown-mode"])
+def test_cli_argument_errors_are_one_line_naming_the_argument(args, message):
+    mode = () if "--mode" in args else ("--mode", "inference")
+    r = cli("--model", GPT2, "--device", L4, *args, *mode, "--method", "roofline")
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.strip() == r.stderr.strip().splitlines()[0]
+    assert message in r.stderr, r.stderr
+
+
+def test_cli_says_fused_training_is_unvalidated():
+    base = ("--model", GPT2, "--device", L4, "--batch", 1, "--seq", 8, "--method", "roofline", "--fusion")
+    training, inference = cli(*base, "--mode", "training"), cli(*base, "--mode", "inference")
+    assert training.returncode == 0 and "every fused label of the dataset is inference" in training.stderr
+    assert inference.returncode == 0 and "every fused label" not in inference.stderr
+    assert json.loads(training.stdout)["backward_ms"] > 0

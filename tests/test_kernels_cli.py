@@ -79,7 +79,9 @@ def test_cli_li_cannot_forecast_an_ood_gpu(tmp_path):
     (pd.DataFrame({"B": [1], "H": [4]}), "missing column 'op'"),
     (pd.DataFrame({"OPName": ["add"], "B": [1e300], "H": [1e300]}), "row 0: dimensions too large"),
     (pd.DataFrame({"OPName": ["add", "add"], "B": [True, False], "H": [4, 4]}), "column 'B' must be a positive integer"),
-], ids=["unknown-op", "missing-column", "negative-dim", "fractional-dim", "no-op-column", "overflow", "boolean-dim"])
+    (pd.DataFrame({"OPName": ["add", None], "B": [1, 1], "H": [4, 4]}), "row 1: no op name"),
+], ids=["unknown-op", "missing-column", "negative-dim", "fractional-dim", "no-op-column", "overflow", "boolean-dim",
+        "blank-op"])
 def test_cli_bad_input_one_line(table, message, tmp_path):
     inp = tmp_path / "k.csv"
     table.to_csv(inp, index=False)
@@ -178,3 +180,21 @@ def test_booleans_inside_an_object_column_are_not_dimensions():
     table = pd.DataFrame({"op": ["add", "add"], "B": pd.Series([8, True], dtype=object), "H": [4, 4]})
     with pytest.raises(KernelInputError, match=r"column 'B' must be a positive integer .*\(row 1\)"):
         check_kernels(table)
+
+
+def test_cli_usage_errors_are_one_line(tmp_path):
+    # argparse's own errors too (DESIGN.md: a one-line message): a missing argument, a method it does not know
+    for args, message in ((("--device", L4, "--input", tmp_path / "k.csv"), "--output"),
+                          (("--device", L4, "--input", tmp_path / "k.csv", "--output", tmp_path / "p.csv",
+                            "--method", "magic"), "invalid choice: 'magic'")):
+        r = cli(*args)
+        assert r.returncode == 2 and r.stdout == "" and message in r.stderr, r.stderr
+        assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "--help" in r.stderr
+
+
+def test_cli_says_when_it_replaces_an_input_pred_ms_column(tmp_path):
+    inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
+    pd.DataFrame({"OPName": ["add"], "B": [2], "H": [3], "pred_ms": [99.0]}).to_csv(inp, index=False)
+    r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
+    assert r.returncode == 0 and "has a pred_ms column; the output replaces it" in r.stderr
+    assert pd.read_csv(out)["pred_ms"].iloc[0] != 99.0 and list(pd.read_csv(out).columns) == ["OPName", "B", "H", "pred_ms"]

@@ -101,3 +101,19 @@ def test_provenance_adds_the_cold_estimate_only_when_every_run_has_a_ledger(tmp_
     record = json.loads((tmp_path / "PROVENANCE.json").read_text())
     assert record["cold_estimate_s"] == 67.0
     assert record["models_per_notebook"]["02-b.ipynb"] == {"trained": 0, "loaded": 1, "cold_s": 64.0}
+
+
+def test_run_starts_an_empty_ledger_and_points_the_kernel_at_it(tmp_path, monkeypatch):
+    # a notebook that loads no model still leaves a ledger, so PROVENANCE can add up every notebook
+    from lib import notebooks
+    params = tmp_path / "p.yaml"
+    params.write_text("")
+    out = tmp_path / "nb.ipynb"
+    notebooks.ledger_path(out).write_text('{"stale": true}\n')
+    seen = {}
+    monkeypatch.setattr(notebooks.pm, "execute_notebook", lambda *a, **k: seen.update(env=os.environ[paths.MODEL_LEDGER_ENV]))
+    for name in (paths.MODEL_LEDGER_ENV, "TQDM_DISABLE"):   # run() sets both: restored after the test
+        monkeypatch.setenv(name, "before")
+    notebooks.run(tmp_path / "nb-source.ipynb", params, out)
+    assert seen["env"] == str(notebooks.ledger_path(out).resolve()) and notebooks.ledger_path(out).read_text() == ""
+    assert json.loads(out.with_suffix(".time.json").read_text())["notebook"] == "nb-source.ipynb"
