@@ -60,6 +60,26 @@ def test_reference_machine_matches_provenance():
     say(f"{machine['cpu_capability']} like the reference")   # the reference's ISA as PROVENANCE records it
 
 
+def _h_min(seconds: float) -> str:
+    """'3 h 27 min', '19 min', as the README writes a duration."""
+    h, m = divmod(round(seconds / 60), 60)
+    return f"{h} h {m} min" if h else f"{m} min"
+
+
+def test_make_figures_times_match_provenance():
+    """The cold estimate (whole run and per notebook) and the warm rerun's wall time: figures/PROVENANCE.json."""
+    prov = json.loads((ROOT / "figures" / "PROVENANCE.json").read_text())
+    assert "cold_estimate_s" in prov, "PROVENANCE.json has no cold estimate: rerun `make figures` (every notebook)"
+    say(f"`make figures` from a fresh clone: about {_h_min(prov['cold_estimate_s'])} on two cores")
+    per = {nb[:2]: c for nb, c in prov["models_per_notebook"].items()}
+    say(f"04 about {_h_min(per['04']['cold_s'])} ({per['04']['loaded'] + per['04']['trained']} predictors")
+    say(f"03 about {_h_min(per['03']['cold_s'])}")
+    say(f"05 about {_h_min(per['05']['cold_s'])} (every predictor it loads, 04 trains first)")
+    assert per["05"]["cold_s"] == prov["wall_s_per_notebook"]["05-end-to-end.ipynb"]   # ... which it says
+    assert all(per[nb]["cold_s"] < 60 for nb in ("01", "02"))
+    say(f"`make figures` again: about {_h_min(sum(prov['wall_s_per_notebook'].values()))} on two cores")
+
+
 def test_dataset_gpu_and_model_counts():
     """Counts of GPUs, kernel rows, added devices and models: coverage, device-specs, predictor_scaling, e2e tables."""
     say(f"Predictors train on {WORDS[len(training_gpus())]} GPUs only")
