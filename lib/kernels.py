@@ -273,7 +273,9 @@ def main(argv=None) -> int:
                   f"ops of {int(np.isnan(pred).sum())} of {len(pred)} rows, whose pred_ms is NaN", file=sys.stderr)
         if "pred_ms" in table.columns:
             print(f"note: {args.input} has a pred_ms column; the output replaces it", file=sys.stderr)
-        paths.write_atomic(args.output, lambda tmp: table.assign(pred_ms=pred).to_csv(tmp, index=False))
+        # the input's cells go out as they were read: a blank cell must not turn a column of integers into floats
+        as_read = pd.read_csv(args.input, index_col=False, dtype=str, keep_default_na=False)
+        paths.write_atomic(args.output, lambda tmp: as_read.assign(pred_ms=pred).to_csv(tmp, index=False))
     except (KernelInputError, DeviceError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

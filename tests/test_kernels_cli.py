@@ -198,3 +198,14 @@ def test_cli_says_when_it_replaces_an_input_pred_ms_column(tmp_path):
     r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
     assert r.returncode == 0 and "has a pred_ms column; the output replaces it" in r.stderr
     assert pd.read_csv(out)["pred_ms"].iloc[0] != 99.0 and list(pd.read_csv(out).columns) == ["OPName", "B", "H", "pred_ms"]
+
+
+def test_cli_writes_the_input_cells_as_they_were_read(tmp_path):
+    # a bmm row has no H and an add row no M, N, K: pandas would read those columns as floats (512 -> 512.0)
+    inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
+    inp.write_text("OPName,B,M,N,K,H,tag\nbmm,8,512,512,64,,a\nadd,2,,,,3,b\n")
+    r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
+    assert r.returncode == 0, r.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == "OPName,B,M,N,K,H,tag,pred_ms"
+    assert lines[1].startswith("bmm,8,512,512,64,,a,") and lines[2].startswith("add,2,,,,3,b,")
