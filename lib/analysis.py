@@ -2,6 +2,8 @@
 shape alignment, OOD errors shape by shape against the training GPUs' (notebooks 01-02, 04-05)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -100,9 +102,12 @@ def balance_flop_per_byte(device) -> float:
 
 
 def extrapolation_note(device) -> str | None:
-    """One line when a device is not an NVIDIA GPU, or its machine balance lies outside the training GPUs' range,
-    else None (notebook 05)."""
+    """One line when a device file describes a tensor-parallel group, or a GPU that is not NVIDIA's or whose machine
+    balance lies outside the training GPUs' range, else None (notebook 05)."""
     from .devices import TRAIN_GPUS_NVIDIA, all_devices
+    if Path(device.path).stem.endswith("_TP"):   # the dataset's name for a tensor-parallel group (lib.devices.device_files)
+        return (f"{device.path} describes a group of GPUs for tensor parallelism, not one GPU: its forecasts treat the "
+                "group's summed spec as a single GPU, which nothing here validates")
     if device.vendor != "nvidia":
         return (f"{device.name} is not an NVIDIA GPU: the NeuSight and Habitat-style predictors learned from NVIDIA "
                 "GPUs only and tile its kernels by CUDA's launch rules, so its forecasts are unvalidated (AMD is "

@@ -55,7 +55,8 @@ def test_tile_usage_shares_sum_to_one():
 
 
 def test_machine_balance_and_extrapolation_note():
-    from lib.devices import device_by_name
+    from lib import paths
+    from lib.devices import device_by_name, load_device
     t4, l4 = device_by_name("Tesla T4"), device_by_name("NVIDIA L4")
     assert A.balance_flop_per_byte(l4) == pytest.approx(31334 / 300)
     # training GPUs span P100/A100-40GB (~12.5-13) .. P4 (~29.7): L4 lies outside, H200 and H100 inside
@@ -64,6 +65,9 @@ def test_machine_balance_and_extrapolation_note():
     assert A.extrapolation_note(device_by_name("NVIDIA H200")) is None
     assert A.extrapolation_note(device_by_name("NVIDIA H100 80GB HBM3")) is None
     assert A.extrapolation_note(t4) is None            # a training GPU is never an extrapolation
+    # a *_TP.json file of the dataset is a 4-GPU group's summed spec, not one GPU
+    group = load_device(paths.DEVICE_CONFIGS / "NVIDIA_H100_80GB_HBM3_TP.json")
+    assert "group of GPUs for tensor parallelism" in A.extrapolation_note(group)
     # no AMD predictor exists: every AMD GPU, MI100 (an AMD training GPU) included, gets the vendor's warning
     for name in ("AMD Instinct MI100", "AMD Instinct MI250"):
         assert A.extrapolation_note(device_by_name(name)).startswith(f"{name} is not an NVIDIA GPU")
