@@ -180,8 +180,8 @@ def _is_constant(value) -> bool:
     return value is None or isinstance(value, (bool, int, float, str, bytes))
 
 
-def _read_constants(obj) -> str:
-    """"\nname = repr(value)" of each module-level constant a function (or a class's methods) reads (notebook 03)."""
+def names_read(obj) -> tuple[set, dict]:
+    """(global names a function, or a class's methods, read, nested code included; the scope they resolve in) (notebook 03)."""
     if inspect.isclass(obj):
         funcs = [getattr(v, "__func__", v) for v in vars(obj).values()]
         funcs += [f for v in vars(obj).values() if isinstance(v, property) for f in (v.fget, v.fset) if f]
@@ -193,6 +193,12 @@ def _read_constants(obj) -> str:
         co = codes.pop()
         names |= set(co.co_names)
         codes += [c for c in co.co_consts if inspect.iscode(c)]
+    return names, scope
+
+
+def _read_constants(obj) -> str:
+    """"\nname = repr(value)" of each module-level constant a function (or a class's methods) reads (notebook 03)."""
+    names, scope = names_read(obj)
     return "".join(f"\n{n} = {scope[n]!r}" for n in sorted(names) if n in scope and _is_constant(scope[n]))
 
 

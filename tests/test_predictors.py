@@ -470,16 +470,8 @@ def test_a_spec_only_forecast_reads_nothing_the_target_measured(tmp_path, monkey
 def _lib_callees(obj) -> list:
     """Functions and classes of lib that a function (or a class's methods) names: globals, and attributes of lib modules."""
     import inspect
-    import sys
-    if inspect.isclass(obj):
-        funcs, scope = [getattr(v, "__func__", v) for v in vars(obj).values()], vars(sys.modules[obj.__module__])
-    else:
-        funcs, scope = [obj], obj.__globals__
-    names, codes = set(), [f.__code__ for f in funcs if inspect.isfunction(f)]
-    while codes:
-        co = codes.pop()
-        names |= set(co.co_names)
-        codes += [c for c in co.co_consts if inspect.iscode(c)]
+    from lib import train
+    names, scope = train.names_read(obj)
     found = []
     for n in names:
         v = scope.get(n)
