@@ -204,7 +204,7 @@ def train_direct(op_class: str, arch: str = "mlp", layers: int = 8, cfg: TrainCo
     log_offset = float(np.mean(np.log(target)))
     groups = shape_groups(df, op_class)
     key = train_mod.cache_key("direct", op_class, arch, cfg, names, raw, target, groups,
-                              sys.modules[__name__], train_mod)
+                              sys.modules[__name__], *train_mod.FIT_CODE)
 
     def build():
         train_mod.set_seed(cfg.seed)

@@ -114,13 +114,13 @@ def load_config(path) -> ModelConfig:
         raise GraphError(f"{path}: unknown architecture (architectures={raw.get('architectures')}, "
                          f"model_type={model_type!r}); supported model_type: {sorted(ARCHS)}")
     _, _, layer_fields, pos_field, stacks, period = ARCHS[model_type]
-    for f in (*layer_fields, *SIZE_FIELDS[model_type]):
-        if not _positive_int(raw.get(f)):
-            raise GraphError(f"{path}: field '{f}' must be a positive integer (got {raw.get(f)!r})")
+    for f in (*layer_fields, *SIZE_FIELDS[model_type], *([pos_field] if pos_field else [])):
+        if f not in raw:
+            raise GraphError(f"{path}: field '{f}' is missing (a positive integer, as in Hugging Face's config.json)")
+        if not _positive_int(raw[f]):
+            raise GraphError(f"{path}: field '{f}' must be a positive integer (got {raw[f]!r})")
     layers = [raw[f] for f in layer_fields]
-    max_pos = raw.get(pos_field) if pos_field else None
-    if pos_field and not _positive_int(max_pos):
-        raise GraphError(f"{path}: field '{pos_field}' must be a positive integer (got {max_pos!r})")
+    max_pos = raw[pos_field] if pos_field else None
     return ModelConfig(path, raw, model_type, tuple(layers), max_pos, period, stacks)
 
 

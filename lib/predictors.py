@@ -123,8 +123,7 @@ def shape_groups(df: pd.DataFrame) -> np.ndarray:
 
 # The code a trained model depends on (its code_text, source without comments or docstrings, with the values of the
 # module constants a function reads, is part of the cache key): whole modules here, single functions below.
-CODE = (features_mod, tiles_mod, waves_mod, roofline_mod,
-        train_mod.fit, train_mod.relative_error_loss, train_mod.split_indices, train_mod.set_seed)
+CODE = (features_mod, tiles_mod, waves_mod, roofline_mod, *train_mod.FIT_CODE)
 
 
 @functools.cache

@@ -19,6 +19,7 @@ import sys
 import textwrap
 import time
 from dataclasses import asdict, dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Callable
 
@@ -60,10 +61,21 @@ def blas_fingerprint() -> str:
     return hashlib.md5(product.tobytes()).hexdigest()[:12]
 
 
+# The libraries that build a predictor's inputs (pandas, numpy) and train it (torch): another version may train
+# other weights from the same code and data, so their versions name the cache folder (requirements.txt pins them).
+TRAINING_LIBRARIES = ("torch", "numpy", "pandas")
+
+
+def library_versions() -> dict:
+    """Installed version of each of TRAINING_LIBRARIES, e.g. {"torch": "2.13.0+cpu", ...} (notebook 03)."""
+    return {name: version(name) for name in TRAINING_LIBRARIES}
+
+
 def numeric_env() -> dict:
-    """Thread count, vector ISA and MKL's kernels, which with code and data decide the weights (notebook 03)."""
+    """Thread count, vector ISA, MKL's kernels and library versions, which with code and data decide the weights (notebook 03)."""
     return {"train_threads": TRAIN_THREADS, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "mkl_cbwr": os.environ.get("MKL_CBWR", ""), "blas_fingerprint": blas_fingerprint()}
+            "mkl_cbwr": os.environ.get("MKL_CBWR", ""), "blas_fingerprint": blas_fingerprint(),
+            "libraries": library_versions()}
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,11 @@ def fit(model: torch.nn.Module, predict: Callable, inputs: dict[str, torch.Tenso
             "epochs_run": len(history)}
 
 
+# The code of this module that a training run executes: every learned predictor's cache key reads these (their
+# code_text), and no other part of lib.train, so editing the cache or the ledger below retrains nothing.
+FIT_CODE = (fit, relative_error_loss, split_indices, set_seed)
+
+
 # Code enters a cache key as its syntax tree written back out (ast.parse -> ast.unparse), with every
 # docstring taken out: comments and docstrings do not reach the key, so fixing prose retrains nothing,
 # while any change to what the code does gives a new key. A function's or class's source names the module
@@ -217,9 +234,15 @@ def cache_key(*parts) -> str:
     return h.hexdigest()[:16]
 
 
+def cache_folder() -> str:
+    """torch<v>-numpy<v>-pandas<v>-blas-<fingerprint>-threads<N>: one folder per numeric environment (notebook 03)."""
+    libraries = "-".join(f"{name}{v}" for name, v in library_versions().items())
+    return f"{libraries}-blas-{blas_fingerprint()}-threads{TRAIN_THREADS}"
+
+
 def cache_path(name: str, key: str) -> Path:
-    """build/predictors/blas-<fingerprint>-threads<N>/<name>-<key>.pt: weights summed another way never mix (notebook 03)."""
-    return paths.BUILD / "predictors" / f"blas-{blas_fingerprint()}-threads{TRAIN_THREADS}" / f"{name}-{key}.pt"
+    """build/predictors/<cache_folder()>/<name>-<key>.pt: weights trained another way never mix (notebook 03)."""
+    return paths.BUILD / "predictors" / cache_folder() / f"{name}-{key}.pt"
 
 
 # A notebook run's model ledger (lib.notebooks.run points $NEUSIGHT_MODEL_LEDGER at a file per notebook): one JSON

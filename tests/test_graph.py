@@ -202,8 +202,12 @@ def test_errors(tmp_path):
     with pytest.raises(graph.GraphError, match="'n_layer' must be a positive integer"):
         graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=True)))
     # a size Hugging Face would fill with its own default must be given
-    with pytest.raises(graph.GraphError, match="'n_embd' must be a positive integer"):
+    with pytest.raises(graph.GraphError, match=r"m\.json: field 'n_embd' is missing \(a positive integer"):
         graph.load_config(_write(tmp_path, {k: v for k, v in TINY_GPT2.items() if k != "n_embd"}))
+    with pytest.raises(graph.GraphError, match="'n_positions' is missing"):
+        graph.load_config(_write(tmp_path, {k: v for k, v in TINY_GPT2.items() if k != "n_positions"}))
+    with pytest.raises(graph.GraphError, match=r"'n_embd' must be a positive integer \(got None\)"):
+        graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_embd=None)))    # null in the JSON
     with pytest.raises(graph.GraphError, match="'hidden_size' must be a positive integer"):
         graph.load_config(_write(tmp_path, dict(TINY_LLAMA, hidden_size=-64)))
     # a value only transformers can judge: one line naming the file, not a traceback from inside

@@ -504,6 +504,21 @@ def test_the_cache_key_reads_all_code_that_trains_a_model():
     assert not unhashed, f"training runs code the cache key does not read: {unhashed}"
 
 
+def test_fit_code_holds_every_lib_function_that_fit_runs():
+    # both keys (NeuSight's CODE, the direct models') read lib.train through FIT_CODE alone
+    import inspect
+    from lib import direct, train
+    seen, todo = set(), [train.fit]
+    while todo:
+        obj = todo.pop()
+        if obj not in seen and not (inspect.isclass(obj) and issubclass(obj, Exception)):
+            seen.add(obj)
+            todo += _lib_callees(obj)
+    assert seen - {train.TrainConfig} == set(train.FIT_CODE)
+    assert set(train.FIT_CODE) <= set(P.CODE)
+    assert "*train_mod.FIT_CODE" in inspect.getsource(direct.train_direct)
+
+
 def test_a_module_constant_that_training_reads_changes_the_key(monkeypatch):
     # the key is built before any training: capture it and stop
     from lib import train, utilization

@@ -80,9 +80,13 @@ def test_code_text_ignores_prose_but_not_code():
     assert train.cache_key(train.code_text(src)) == train.cache_key(train.code_text(prose)) != train.cache_key(train.code_text(code))
 
 
-def test_predictor_cache_is_kept_apart_per_blas_fingerprint():
+def test_predictor_cache_is_kept_apart_per_blas_fingerprint_and_library_versions(monkeypatch):
     path = train.cache_path("neusight-LN", "0123")
-    assert path.parent.name == f"blas-{train.blas_fingerprint()}-threads{train.TRAIN_THREADS}"
+    versions = train.library_versions()
+    assert path.parent.name == (f"torch{versions['torch']}-numpy{versions['numpy']}-pandas{versions['pandas']}"
+                                f"-blas-{train.blas_fingerprint()}-threads{train.TRAIN_THREADS}")
+    monkeypatch.setattr(train, "library_versions", lambda: {**versions, "torch": "9.9.9"})
+    assert train.cache_path("neusight-LN", "0123").parent.name.startswith("torch9.9.9-numpy")
     assert path.parent.parent == paths.BUILD / "predictors" and path.name == "neusight-LN-0123.pt"
 
 
