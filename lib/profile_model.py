@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 from . import paths
@@ -40,8 +41,6 @@ def _input_ids(torch, cfg, batch: int, seq: int, device: str) -> dict:
 
 def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int, device: str) -> tuple[float, float]:
     """(forward ms, backward ms; 0 for inference), each the mean of the fastest half of `repeat` timed passes."""
-    import time
-
     def stamp():
         if device == "cpu":
             return time.perf_counter()
@@ -93,6 +92,7 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
     torch.backends.cudnn.allow_tf32 = False
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
     torch.manual_seed(0)
+    model = None
     try:
         model = build_model(cfg, mode, cfg.num_layers, batch, device=device)
         with as_measured(cfg.model_type):
@@ -100,6 +100,10 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
                                        warmup, repeat, device)
     except torch.cuda.OutOfMemoryError as e:
         raise ProfileError(f"{cfg.name} {mode} batch {batch} seq {seq}: out of GPU memory ({str(e).splitlines()[0]})") from None
+    finally:
+        del model                   # the next setting gets the whole GPU
+        if device == "cuda":
+            torch.cuda.empty_cache()
     from importlib.metadata import version
     label = {"num_layer": int(sum(cfg.num_layers)), "e2e_latency": fw_ms + bw_ms, "fw_latency": fw_ms,
              "bwall_latency": bw_ms, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
