@@ -7,6 +7,7 @@ shapes. Forward pre/post hooks on each block, and tensor hooks on block outputs 
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 
@@ -201,8 +202,8 @@ def _attention_module(model_type: str):
     return importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
 
 
-def build_model(cfg, mode: str, depths, batch: int):
-    """The labels' model class for cfg.model_type, with `depths` blocks per stack, on meta, fp32."""
+def build_model(cfg, mode: str, depths, batch: int, device: str = "meta"):
+    """The labels' model class for cfg.model_type, with `depths` blocks per stack, on `device` (random weights), fp32."""
     with warnings.catch_warnings():
         # transformers imports tqdm.auto, which warns in a notebook without ipywidgets (text bars work anyway)
         warnings.filterwarnings("ignore", message="IProgress not found")
@@ -222,7 +223,7 @@ def build_model(cfg, mode: str, depths, batch: int):
     hf_cfg._attn_implementation = "eager"
     hf_cfg.use_cache = False
     cls = getattr(transformers, inf_cls if mode == "inference" else train_cls)
-    with warnings.catch_warnings(), torch.device("meta"):
+    with warnings.catch_warnings(), torch.device(device):
         warnings.simplefilter("ignore")
         model = cls(hf_cfg)
     model = model.float()
@@ -246,13 +247,20 @@ def record(cfg, batch: int, seq: int, mode: str, depths) -> list:
     rec = Recorder()
     _install_hooks(model, cfg.stacks, rec)
     grad_ctx = torch.enable_grad() if mode == "training" else torch.no_grad()
+    with as_measured(cfg.model_type):
+        return _run(model, kwargs, mode, rec, grad_ctx)
+
+
+@contextlib.contextmanager
+def as_measured(model_type: str):
+    """Run a model with the kernels the labels measured: CUDA's one-kernel dropout and 4.x eager attention."""
     dropout, torch.nn.functional.dropout = torch.nn.functional.dropout, _gpu_dropout
-    attention = MEASURED_ATTENTION.get(cfg.model_type)
+    attention = MEASURED_ATTENTION.get(model_type)
     if attention is not None:
-        module = _attention_module(cfg.model_type)
+        module = _attention_module(model_type)
         upstream, module.eager_attention_forward = module.eager_attention_forward, attention
     try:
-        return _run(model, kwargs, mode, rec, grad_ctx)
+        yield
     finally:
         torch.nn.functional.dropout = dropout
         if attention is not None:

@@ -76,3 +76,19 @@ def never_trained_table(held: pd.DataFrame, ood: pd.DataFrame, by: str) -> pd.Da
     trained = g["trained_err"].mean().where(g["trained_err"].count() == g.size())
     return pd.DataFrame({"n": g.size(), "mape_pct": g["err"].mean(), "median_ratio": g["ratio"].median(),
                          "trained_mape_pct": trained, "level_free_mape_pct": g["level_free_err"].mean()}).reset_index()
+
+
+# p = share of the n! orderings of y whose Spearman correlation with x is at least the observed one (one-sided,
+# exact; ties keep pandas' average ranks)
+def spearman_exact_p(x, y) -> tuple[float, float]:
+    """(Spearman's rho, exact one-sided permutation p-value) for a few paired values, n <= 9 (notebook 04)."""
+    import itertools
+    x, y = pd.Series(np.asarray(x, dtype=float)), pd.Series(np.asarray(y, dtype=float))
+    if len(x) != len(y) or not 3 <= len(x) <= 9:
+        raise ValueError(f"spearman_exact_p needs 3 to 9 pairs, got {len(x)} and {len(y)}")
+    rx, ry = x.rank().to_numpy(), y.rank().to_numpy()
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    scale = np.sqrt((rx ** 2).sum() * (ry ** 2).sum())
+    rhos = np.array(list(itertools.permutations(ry))) @ rx / scale    # Pearson of the ranks, every ordering
+    rho = float(ry @ rx / scale)
+    return rho, float(np.mean(rhos >= rho - 1e-12))

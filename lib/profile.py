@@ -9,13 +9,14 @@ this module holds the collection loop, the dataset-schema CSV, the device JSON a
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
 import time
 from pathlib import Path
 
+from . import paths
+from .cli import Parser
 from .profile_ops import (ALL_OPS, DIMS_LIST, EW_OPS, GEMM_DIMS, GEMM_OPS, KEEP_FRACTION,  # noqa: F401
                           LABEL, SCALAR, SLOW_MS, VEC_DIMS, VEC_OPS, ProfileError, build_op,
                           dataset_dims_file, dims_of, fastest_mean, footprint_bytes, kernel_columns,
@@ -32,19 +33,21 @@ CORES_PER_SM = {(6, 0): 64, (6, 1): 128, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8,
 
 
 def write_rows(rows: list[dict], dims: tuple[str, ...], output: Path | str) -> Path:
-    """Write rows in the dataset's CSV schema (SCHEMA then the dims columns)."""
+    """Write rows in the dataset's CSV schema (SCHEMA then the dims columns), atomically."""
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
     columns = list(SCHEMA) + list(dims)
     for i, row in enumerate(rows):
         missing = [c for c in ("OPName", "Latency", "Device", *dims) if c not in row]
         if missing:
             raise ProfileError(f"row {i}: missing {', '.join(missing)}")
-    with open(output, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore", restval="")
-        w.writeheader()
-        w.writerows(rows)
-    return output
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore", restval="")
+            w.writeheader()
+            w.writerows(rows)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    return paths.write_atomic(output, write)
 
 
 def require_cuda():
@@ -65,6 +68,12 @@ def versions(torch) -> dict:
     return {"Torch Version": "p" + torch.__version__.split("+")[0],
             "CUDNN Version": torch.backends.cudnn.version() or "",
             "CUDA Version": "cu" + cuda.replace(".", "")}
+
+
+def run_folder(torch, index: int = 0) -> str:
+    """One folder per GPU and software: 'NVIDIA_H200_torch2.13.0_cuda12.8' (notebook 01; data/measured/README.md)."""
+    gpu = torch.cuda.get_device_name(index).replace(" ", "_").replace("/", "_")
+    return f"{gpu}_torch{torch.__version__.split('+')[0]}_cuda{torch.version.cuda}"
 
 
 def device_spec(torch, index: int = 0) -> dict:
@@ -105,10 +114,13 @@ def device_spec(torch, index: int = 0) -> dict:
     return spec
 
 
+# A kernel fails alone: an error in one (op, shape) is reported and skipped. The CSV is rewritten after every
+# profiled batch, and an error the loop cannot survive (or Ctrl-C) first writes every latency timed so far, so
+# only a killed process loses anything: the batch in flight.
 def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repeat: int = 30,
             sample: int | None = None, seed: int = 0, device_json: Path | None = None,
             chunk: int = 100, max_seconds: float | None = None) -> Path:
-    """Measure every (op, shape) on GPU 0 and write one dataset-schema CSV."""
+    """Measure every (op, shape) on GPU 0 and write one dataset-schema CSV (notebook 01)."""
     torch = require_cuda()
     from tqdm import tqdm
 
@@ -132,48 +144,71 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
     rows, batch, calls, held, start = [], [], [], 0, time.monotonic()
     budget_bytes = 0.3 * torch.cuda.mem_get_info()[0]  # inputs kept alive until their batch is profiled
 
+    def usable_bytes() -> int:
+        """Free GPU memory, counting what torch's caching allocator holds but no tensor uses."""
+        return torch.cuda.mem_get_info()[0] + torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+
     def flush():
         nonlocal held
-        for row, cols in zip(batch, profile_kernels(calls, num_sm)):
-            rows.append({**row, **cols})
+        try:
+            columns = profile_kernels(calls, num_sm)
+        except RuntimeError as e:   # the latencies stand without kernel names
+            print(f"kernel names of {len(calls)} shapes not recorded: {_first_line(e)}", file=sys.stderr)
+            columns = [{}] * len(calls)
+        rows.extend({**row, **cols} for row, cols in zip(batch, columns))
         batch.clear(), calls.clear()
         held = 0
         torch.cuda.empty_cache()
+        write_rows(rows, dims, output)
 
-    for i, (op, shape) in enumerate(tqdm(work, desc="profile", unit="shape", file=sys.stderr)):
-        if max_seconds and time.monotonic() - start > max_seconds:
-            print(f"stopping after {max_seconds} s: {i} of {len(work)} shapes done", file=sys.stderr)
-            break
-        need = footprint_bytes(op, shape)
-        if calls and (len(calls) >= chunk or held + need > budget_bytes):
+    try:
+        for i, (op, shape) in enumerate(tqdm(work, desc="profile", unit="shape", file=sys.stderr)):
+            if max_seconds and time.monotonic() - start > max_seconds:
+                print(f"stopping after {max_seconds} s: {i} of {len(work)} shapes done", file=sys.stderr)
+                break
+            need = footprint_bytes(op, shape)
+            if calls and (len(calls) >= chunk or held + need > budget_bytes):
+                flush()
+            if need > 0.8 * usable_bytes():
+                print(f"skip {op} {shape}: needs {need / 1e9:.1f} GB, {usable_bytes() / 1e9:.1f} GB usable",
+                      file=sys.stderr)
+                continue
+            try:
+                fn = build_op(op, shape, device="cuda", seed=seed)
+                latency = time_op(fn, warmup, repeat)
+            except RuntimeError as e:   # out of memory, a cuBLAS or launch error: this shape only
+                print(f"skip {op} {shape}: {_first_line(e)}", file=sys.stderr)
+                torch.cuda.empty_cache()
+                continue
+            batch.append({"OPName": op, "Latency": latency, **fixed, **dict(zip(dims, shape))})
+            calls.append(fn)
+            held += need
+        if calls:
             flush()
-        free_bytes = torch.cuda.mem_get_info()[0]
-        if need > 0.8 * free_bytes:
-            print(f"skip {op} {shape}: needs {need / 1e9:.1f} GB, {free_bytes / 1e9:.1f} GB free",
-                  file=sys.stderr)
-            continue
-        try:
-            fn = build_op(op, shape, device="cuda", seed=seed)
-            latency = time_op(fn, warmup, repeat)
-        except torch.cuda.OutOfMemoryError:
-            print(f"skip {op} {shape}: out of GPU memory", file=sys.stderr)
-            torch.cuda.empty_cache()
-            continue
-        batch.append({"OPName": op, "Latency": latency, **fixed, **dict(zip(dims, shape))})
-        calls.append(fn)
-        held += need
-    if calls:
-        flush()
+    except BaseException:          # keep what was timed, kernel names or not, then stop as asked
+        rows.extend(batch)
+        if rows:
+            write_rows(rows, dims, output)
+            print(f"{output}: {len(rows)} rows kept after the error below", file=sys.stderr)
+        raise
+    tf32 = sorted({r["Kernel Name"] for r in rows if "tf32" in str(r.get("Kernel Name", "")).lower()})
+    if tf32:
+        print(f"warning: {len(tf32)} kernels ran in TF32, not fp32 as the dataset (e.g. {tf32[0]})", file=sys.stderr)
     out = write_rows(rows, dims, output)
     if device_json is not None:
         device_json.parent.mkdir(parents=True, exist_ok=True)
-        device_json.write_text(json.dumps(device_spec(torch), indent=4) + "\n")
+        paths.write_atomic(device_json, lambda tmp: tmp.write_text(json.dumps(device_spec(torch), indent=4) + "\n"))
     print(f"{out}: {len(rows)} rows on {name}", file=sys.stderr)
     return out
 
 
+def _first_line(e: BaseException) -> str:
+    """'OutOfMemoryError: CUDA out of memory. ...': the type and the first line of an error's message."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lib.profile", description=__doc__.splitlines()[0])
+    ap = Parser(prog="python -m lib.profile", description=__doc__.splitlines()[0])
     ap.add_argument("--ops", required=True, help=f"comma-separated, from {','.join(ALL_OPS)}")
     ap.add_argument("--dims", required=True, help="'train', 'test' (the dataset's lists) or a B;M;N;K / B;H file")
     ap.add_argument("--output", required=True, type=Path)

@@ -19,7 +19,7 @@ from .ops import EW_OPS, GEMM_DIMS, GEMM_OPS, VEC_DIMS
 VEC_OPS = EW_OPS + ("ln", "softmax")
 ALL_OPS = GEMM_OPS + VEC_OPS
 KEEP_FRACTION = 0.5  # latency = mean of the fastest half of the timed calls
-SLOW_MS = 50.0       # a first call slower than this gets at most 2 warmup and 6 timed calls
+SLOW_MS = 50.0       # a second call slower than this gets at most 2 warmup and 6 timed calls
 SCALAR = 1.5         # the scalar operand of the 'u' ops (x + 1.5, x * 1.5, x / 1.5, x ** 1.5)
 
 LABEL = "lib.profile:"  # record_function label prefix of one profiled call: LABEL + index
@@ -123,6 +123,8 @@ def time_op(fn, warmup: int = 10, repeat: int = 30) -> float:
     """Latency (ms): mean of the fastest KEEP_FRACTION of `repeat` CUDA-event-timed calls."""
     import torch
 
+    fn()                     # the first call also loads the kernel and sets up cuBLAS: the slow test times the next
+    torch.cuda.synchronize()
     first_s, first_e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     first_s.record()
     fn()

@@ -53,3 +53,15 @@ def test_never_trained_table_by_hand():
     assert np.isnan(t.loc[NEVER_TRAINED_POOLS[2], "trained_mape_pct"])   # the OOD row has no trained forecast
     # level-free: A's forecasts / their median ratio 1.0 stay 11 and 18 (10%); O's single row / 1.5 is exact (0%)
     assert t["level_free_mape_pct"].tolist() == pytest.approx([10.0, 0.0, 10.0, 0.0, 20 / 3])
+
+
+def test_spearman_exact_p_by_hand():
+    from lib.metrics import spearman_exact_p
+    # n = 5: rho >= 0.8 means sum d^2 <= 4: the identity, 4 adjacent swaps and 3 pairs of disjoint adjacent swaps
+    rho, p = spearman_exact_p([1, 2, 3, 4, 5], [1, 3, 2, 5, 4])      # two disjoint swaps: sum d^2 = 4
+    assert rho == pytest.approx(0.8) and p == pytest.approx(8 / 120)
+    rho, p = spearman_exact_p([1, 2, 3], [3, 2, 1])                  # the reverse order: every ordering does as well
+    assert rho == pytest.approx(-1) and p == 1.0
+    assert spearman_exact_p([1, 2, 3], [1, 2, 3]) == (pytest.approx(1.0), pytest.approx(1 / 6))
+    with pytest.raises(ValueError, match="3 to 9 pairs"):
+        spearman_exact_p([1, 2], [1, 2])

@@ -66,3 +66,101 @@ def test_device_spec_from_properties(monkeypatch):
     spec = P.device_spec(fake)
     # Mem_Bw = 2619 MHz x 2 x 5120 bit / 8 / 1000 = 3352.32 GB/s; SingleFLOPs = 2 x 132 x 128 x 1.98 GHz = 66908.16
     assert (spec["Freq"], spec["Mem_Bw"], spec["SingleFLOPs"]) == (1980, 3352.3, 66908)
+
+
+def _fake_cuda(free_bytes=40e9):
+    """A stand-in for the torch module collect() uses on a GPU: names, memory, versions; nothing runs."""
+    ns = types.SimpleNamespace
+    props = ns(name="NVIDIA Fake", total_memory=80 * 2**30, multi_processor_count=132, major=9, minor=0,
+               L2_cache_size=50 * 2**20)
+    cuda = ns(get_device_name=lambda i: "NVIDIA Fake", get_device_properties=lambda i: props,
+              mem_get_info=lambda: (free_bytes, 80e9), memory_reserved=lambda: 0, memory_allocated=lambda: 0,
+              empty_cache=lambda: None)
+    backends = ns(cuda=ns(matmul=ns(allow_tf32=True)), cudnn=ns(allow_tf32=True, version=lambda: 91002))
+    return ns(cuda=cuda, backends=backends, version=ns(cuda="12.8"), __version__="2.13.0+cu128")
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, tmp_path):
+    """collect() on CPU: ops built on CPU, a fixed latency per shape (B x 0.01 ms), kernel names from a stub."""
+    fake = _fake_cuda()
+    monkeypatch.setattr(P, "require_cuda", lambda: fake)
+    monkeypatch.setattr(P, "build_op", lambda op, shape, device, seed: profile_ops.build_op(op, shape, "cpu", seed))
+    monkeypatch.setattr(P, "time_op", lambda fn, warmup, repeat: 0.01 * fn().shape[0])
+    monkeypatch.setattr(P, "profile_kernels",
+                        lambda calls, num_sm: [{"Kernel Name": "sm90_xmma_gemm_128x64", "Kernels": ";k"}] * len(calls))
+    dims = tmp_path / "dims.csv"
+    dims.write_text("".join(f"{b};8;8;8\n" for b in range(1, 8)))
+    return fake, dims
+
+
+def _rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_collect_writes_the_schema_and_sets_fp32(fake_gpu, tmp_path):
+    fake, dims = fake_gpu
+    assert P.run_folder(fake) == "NVIDIA_Fake_torch2.13.0_cuda12.8"
+    out = P.collect(["bmm"], str(dims), tmp_path / "m" / "bmm.csv", chunk=3, device_json=tmp_path / "m" / "d.json")
+    rows = _rows(out)
+    assert [int(r["B"]) for r in rows] == list(range(1, 8))
+    assert [float(r["Latency"]) for r in rows] == pytest.approx([0.01 * b for b in range(1, 8)])
+    assert {r["Device"] for r in rows} == {"NVIDIA Fake"} and rows[0]["Torch Version"] == "p2.13.0"
+    assert rows[0]["CUDA Version"] == "cu128" and rows[0]["Kernel Name"] == "sm90_xmma_gemm_128x64"
+    assert fake.backends.cuda.matmul.allow_tf32 is False and fake.backends.cudnn.allow_tf32 is False
+    assert (tmp_path / "m" / "d.json").is_file() and not list((tmp_path / "m").glob(".tmp-*"))
+
+
+def test_collect_skips_a_failing_shape_and_keeps_the_rest(fake_gpu, tmp_path, monkeypatch, capsys):
+    fake, dims = fake_gpu
+
+    def time_op(fn, warmup, repeat):
+        if fn().shape[0] == 3:
+            raise RuntimeError("CUBLAS_STATUS_EXECUTION_FAILED when calling cublasSgemmStridedBatched\nmore")
+        return 1.0
+    monkeypatch.setattr(P, "time_op", time_op)
+    out = P.collect(["bmm"], str(dims), tmp_path / "bmm.csv")
+    assert [int(r["B"]) for r in _rows(out)] == [1, 2, 4, 5, 6, 7]
+    err = capsys.readouterr().err
+    assert "skip bmm (3, 8, 8, 8): RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED" in err and "more" not in err
+
+
+def test_collect_keeps_latencies_when_kernel_names_fail(fake_gpu, tmp_path, monkeypatch, capsys):
+    def broken(calls, num_sm):
+        raise RuntimeError("profiler failed")
+    monkeypatch.setattr(P, "profile_kernels", broken)
+    rows = _rows(P.collect(["bmm"], str(fake_gpu[1]), tmp_path / "bmm.csv"))
+    assert len(rows) == 7 and {r["Kernel Name"] for r in rows} == {""}
+    assert "kernel names of 7 shapes not recorded: RuntimeError: profiler failed" in capsys.readouterr().err
+
+
+def test_collect_writes_after_each_batch_and_keeps_them_when_stopped(fake_gpu, tmp_path, monkeypatch):
+    # Ctrl-C while timing the 6th shape: the two profiled batches (3 + 2 shapes) are on disk, with names
+    out = tmp_path / "bmm.csv"
+    seen_on_disk = []
+
+    def time_op(fn, warmup, repeat):
+        seen_on_disk.append(len(_rows(out)) if out.exists() else 0)
+        if fn().shape[0] == 6:
+            raise KeyboardInterrupt
+        return 1.0
+    monkeypatch.setattr(P, "time_op", time_op)
+    monkeypatch.setattr(P, "footprint_bytes", lambda op, shape: 0)
+    with pytest.raises(KeyboardInterrupt):
+        P.collect(["bmm"], str(fake_gpu[1]), out, chunk=3)
+    assert seen_on_disk == [0, 0, 0, 3, 3, 3]
+    rows = _rows(out)
+    assert [int(r["B"]) for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["Kernel Name"] for r in rows] == ["sm90_xmma_gemm_128x64"] * 3 + ["", ""]   # 4, 5: not profiled yet
+
+
+def test_collect_skips_shapes_larger_than_usable_memory(fake_gpu, tmp_path, monkeypatch, capsys):
+    fake, dims = fake_gpu
+    # usable = free + reserved - allocated = 1000 + 500 - 100 bytes; a B x 8 x 8 bmm needs 4 x 192 x B bytes
+    monkeypatch.setattr(fake.cuda, "mem_get_info", lambda: (1000, 80e9))
+    monkeypatch.setattr(fake.cuda, "memory_reserved", lambda: 500)
+    monkeypatch.setattr(fake.cuda, "memory_allocated", lambda: 100)
+    rows = _rows(P.collect(["bmm"], str(dims), tmp_path / "bmm.csv"))
+    assert [int(r["B"]) for r in rows] == [1]          # 768 <= 0.8 x 1400 = 1120 < 1536
+    assert "skip bmm (2, 8, 8, 8): needs 0.0 GB, 0.0 GB usable" in capsys.readouterr().err

@@ -103,3 +103,29 @@ def test_kernels_by_label_and_columns():
     cols = P.kernel_columns(found["lib.profile:1"], num_sm=4)
     assert cols["Warps per SM"] == 0.5                        # the profiler's own value wins
     assert P.kernel_columns([], 4)["Kernel Name"] == ""
+
+
+@pytest.mark.parametrize("later_ms, calls, latency_ms", [(1.0, 1 + 1 + 10 + 30, 1.0), (60.0, 1 + 1 + 2 + 6, 60.0)])
+def test_time_op_decides_on_the_second_call(monkeypatch, later_ms, calls, latency_ms):
+    # a fake GPU clock: the first call costs 500 ms (kernel loading, cuBLAS set-up), the later ones later_ms;
+    # only a slow *second* call cuts the run to 2 warm-up and 6 timed calls (SLOW_MS = 50)
+    clock, durations = [0.0], iter([500.0] + [later_ms] * 100)
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = clock[0]
+
+        def elapsed_time(self, end):
+            return end.t - self.t
+
+    def fn():
+        clock[0] += next(durations)
+        n[0] += 1
+    n = [0]
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    assert P.time_op(fn, warmup=10, repeat=30) == latency_ms
+    assert n[0] == calls

@@ -15,6 +15,7 @@ import pytest
 
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
+from lib.metrics import spearman_exact_p
 
 from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_seed_ranges,
                     mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
@@ -306,6 +307,13 @@ def test_spec_twins_peaks_and_bandwidth():
     peak = table("04-peak-reached").set_index("device")["peak_reached"]
     say(f"H100 reaches {100 * peak['NVIDIA H100 80GB HBM3']:.0f}% of its nominal fp32 peak on GEMMs, "
         f"A100-80GB {100 * peak['NVIDIA A100 80GB PCIe']:.0f}%")
+    power = table("04-power-per-peak").sort_values("w_per_peak_tflops")
+    trained = power[power["training GPU"]]
+    (rho5, p5), (rho7, p7) = (spearman_exact_p(t["w_per_peak_tflops"], t["peak_reached"]) for t in (trained, power))
+    say(f"(Spearman {rho5:.2f} over the {WORDS[len(trained)]} training GPUs, exact one-sided p = {p5:.3f}; "
+        f"{rho7:.2f} over all {WORDS[len(power)]}, p = {p7:.3f})")
+    assert list(power["device"][:2]) == ["Tesla T4", "NVIDIA H100 80GB HBM3"]     # "the least", "the second least"
+    say(f"reaches {100 * power['peak_reached'].iloc[0]:.0f}% of its peak; H100 has the second least")
     soft = table("04-bandwidth-reached").query("op_class == 'SOFTMAX'")
     held_out = soft[["test_id", "test_ood"]].max().max()
     say(f"up to {held_out:.2f} of the spec bandwidth where training ones reach at most {soft['train'].max():.2f} on any GPU")

@@ -1,0 +1,148 @@
+"""End-to-end latency collector: time a Hugging Face model on this GPU as the dataset's labels did (notebook 01).
+
+  python -m lib.profile_model --model MODEL_CONFIG.json --batch B --seq S --mode inference|training
+                              [--out-dir data/measured/labels] [--warmup 3] [--repeat 10]
+
+The model is the one lib.graph captures for the forecast (lib.graph_capture.build_model: the labels' model class,
+fp32, eager attention as transformers 4.x ran it, random weights, full depth), built on the GPU. Inference: one
+forward pass over batch x seq in eval mode without autograd. Training: a forward pass in train mode (dropout on),
+then the backward pass from the logits (seeded with ones, as the capture does); no optimizer step, as measured.
+Each latency is the mean of the fastest half of `repeat` CUDA-event-timed passes after `warmup` passes
+(lib.profile_ops.fastest_mean, the kernel collector's method). The result is written as a label JSON
+(<out-dir>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.json: e2e_latency, fw_latency, bwall_latency, num_layer),
+so lib.labels.load_labels(out_dir) reads it like the dataset's labels.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from . import paths
+from .cli import Parser
+from .graph import GraphError, check_args, load_config
+from .profile_ops import ProfileError, fastest_mean
+
+LABEL_MODES = {"inference": "inf", "training": "train"}
+
+
+def label_path(out_dir: Path, gpu_name: str, model: str, batch: int, seq: int, mode: str) -> Path:
+    """<out_dir>/<GPU name, spaces as _>/<model>-<inf|train>-<seq>-<batch>.json, the dataset's label layout."""
+    return Path(out_dir) / gpu_name.replace(" ", "_") / f"{model}-{LABEL_MODES[mode]}-{seq}-{batch}.json"
+
+
+def _input_ids(torch, cfg, batch: int, seq: int, device: str) -> dict:
+    """Random token ids (the encoder's and, for Switch, the decoder's), batch x seq."""
+    g = torch.Generator(device="cpu").manual_seed(0)
+    ids = torch.randint(0, cfg.raw["vocab_size"], (batch, seq), generator=g).to(device)
+    return {"input_ids": ids, **({"decoder_input_ids": ids} if cfg.model_type == "switch_transformers" else {})}
+
+
+def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int, device: str) -> tuple[float, float]:
+    """(forward ms, backward ms; 0 for inference), each the mean of the fastest half of `repeat` timed passes."""
+    def stamp():
+        if device == "cpu":
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def ms(start, end) -> float:
+        if device == "cpu":
+            return (end - start) * 1e3
+        torch.cuda.synchronize()
+        return start.elapsed_time(end)
+
+    fw, bw = [], []
+    for i in range(warmup + repeat):
+        model.zero_grad(set_to_none=True)
+        with (torch.enable_grad() if mode == "training" else torch.no_grad()):
+            t0 = stamp()
+            out = model(**inputs, return_dict=True)
+            t1 = stamp()
+            if mode == "training":
+                logits = [v for k, v in out.items() if k.endswith("logits") and isinstance(v, torch.Tensor)
+                          and v.requires_grad]
+                seeds = [torch.ones_like(t) for t in logits]
+                t2 = stamp()
+                torch.autograd.backward(logits, seeds)
+                t3 = stamp()
+        if i >= warmup:
+            fw.append(ms(t0, t1))
+            if mode == "training":
+                bw.append(ms(t2, t3))
+        del out
+    return fastest_mean(fw), fastest_mean(bw) if bw else 0.0
+
+
+def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None = None, warmup: int = 3,
+            repeat: int = 10, device: str = "cuda") -> dict:
+    """Time one model setting on `device` (cuda: GPU 0) and write its label JSON under out_dir (notebook 01)."""
+    cfg = load_config(config_path)
+    check_args(cfg, batch, seq, mode)
+    import torch
+
+    from .graph_capture import as_measured, build_model
+    if device not in ("cuda", "cpu"):
+        raise ProfileError(f"device must be 'cuda' or 'cpu' (got {device!r})")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ProfileError(f"no CUDA GPU: torch {torch.__version__} sees no CUDA device")
+    torch.backends.cuda.matmul.allow_tf32 = False     # fp32, as the labels were measured
+    torch.backends.cudnn.allow_tf32 = False
+    gpu = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
+    torch.manual_seed(0)
+    model = None
+    try:
+        model = build_model(cfg, mode, cfg.num_layers, batch, device=device)
+        with as_measured(cfg.model_type):
+            fw_ms, bw_ms = time_passes(torch, model, _input_ids(torch, cfg, batch, seq, device), mode,
+                                       warmup, repeat, device)
+    except torch.cuda.OutOfMemoryError as e:
+        raise ProfileError(f"{cfg.name} {mode} batch {batch} seq {seq}: out of GPU memory ({str(e).splitlines()[0]})") from None
+    finally:
+        del model                   # the next setting gets the whole GPU
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    from importlib.metadata import version
+    label = {"num_layer": int(sum(cfg.num_layers)), "e2e_latency": fw_ms + bw_ms, "fw_latency": fw_ms,
+             "bwall_latency": bw_ms, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+             "transformers_version": version("transformers")}
+    if out_dir is not None:
+        path = label_path(out_dir, gpu, cfg.name, batch, seq, mode)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        paths.write_atomic(path, lambda tmp: tmp.write_text(json.dumps(label, indent=4) + "\n"))
+        label["path"] = str(path)
+    return {"device": gpu, "model": cfg.name, "mode": mode, "batch": batch, "seq": seq, **label}
+
+
+def label_settings(limit: int | None = None) -> list[tuple[str, str, int, int]]:
+    """(model, mode, batch, seq) of the dataset's plain labels, each once, sorted; the first `limit` (notebook 01)."""
+    from .labels import load_labels
+    plain = load_labels().query("option == ''")
+    settings = sorted(set(zip(plain["model"], plain["mode"], plain["batch"].astype(int), plain["seq"].astype(int))))
+    return settings if limit is None else settings[:limit]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog="python -m lib.profile_model", description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, type=Path, help="a Hugging Face config.json (DLmodel_configs/)")
+    ap.add_argument("--batch", required=True, type=int)
+    ap.add_argument("--seq", required=True, type=int)
+    ap.add_argument("--mode", required=True, choices=tuple(LABEL_MODES))
+    ap.add_argument("--out-dir", type=Path, default=paths.MEASURED / "labels")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=10)
+    a = ap.parse_args(argv)
+    try:
+        if a.repeat < 1 or a.warmup < 0:
+            raise ProfileError("--repeat must be >= 1 and --warmup >= 0")
+        print(json.dumps(measure(a.model, a.batch, a.seq, a.mode, a.out_dir, a.warmup, a.repeat)))
+    except (ProfileError, GraphError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

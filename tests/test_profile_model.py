@@ -1,0 +1,58 @@
+"""The end-to-end collector (lib.profile_model) on CPU: the passes it times and the label JSON it writes."""
+import json
+
+import pytest
+import torch
+
+from lib import labels
+from lib import profile_model as PM
+from test_graph import TINY_GPT2, _write
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_measure_writes_a_label_the_dataset_loader_parses(tmp_path, mode):
+    cfg = _write(tmp_path, TINY_GPT2, "tiny_gpt2")
+    out = PM.measure(cfg, 2, 8, mode, out_dir=tmp_path / "labels", warmup=1, repeat=2, device="cpu")
+    path = tmp_path / "labels" / "cpu" / f"tiny_gpt2-{'inf' if mode == 'inference' else 'train'}-8-2.json"
+    assert out["path"] == str(path)
+    label = json.loads(path.read_text())
+    assert labels.LABEL_FILE.match(path.stem)
+    assert labels._read_json(path) == label and label["num_layer"] == TINY_GPT2["n_layer"]
+    assert label["fw_latency"] > 0 and label["e2e_latency"] == label["fw_latency"] + label["bwall_latency"]
+    assert (label["bwall_latency"] > 0) == (mode == "training")
+    assert label["torch_version"] == torch.__version__
+
+
+def test_time_passes_runs_warmup_then_keeps_the_fastest_half(monkeypatch):
+    # a fake model whose forward takes 5, 4, 3, 2, 1 ms of a fake clock: warm-up 1 drops the 5, the fastest half of
+    # (4, 3, 2, 1) is (1, 2): 1.5 ms; backward from the logits runs once per pass
+    clock, costs, backward = [0.0], iter([5, 4, 3, 2, 1]), []
+
+    class Model(torch.nn.Module):
+        def forward(self, input_ids, return_dict=True):
+            clock[0] += next(costs) / 1e3
+            return {"logits": torch.ones(2, requires_grad=True) * 2}
+    monkeypatch.setattr("time.perf_counter", lambda: clock[0])
+    monkeypatch.setattr(torch.autograd, "backward", lambda ts, gs: backward.append(len(ts)))
+    fw_ms, bw_ms = PM.time_passes(torch, Model(), {"input_ids": None}, "training", 1, 4, "cpu")
+    assert fw_ms == pytest.approx(1.5) and bw_ms == 0.0 and backward == [1] * 5
+
+
+def test_bad_arguments_are_one_line(tmp_path, capsys):
+    cfg = _write(tmp_path, TINY_GPT2, "tiny_gpt2")
+    assert PM.main(["--model", str(cfg), "--batch", "1", "--seq", "100000", "--mode", "inference"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "n_positions" in err
+    with pytest.raises(SystemExit):
+        PM.main(["--model", str(cfg), "--batch", "1", "--seq", "8", "--mode", "serving"])
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    with pytest.raises(PM.ProfileError, match="device must be"):
+        PM.measure(cfg, 1, 8, "inference", device="tpu")
+
+
+def test_label_settings_lists_each_plain_label_setting_once():
+    every = PM.label_settings()
+    plain = labels.load_labels().query("option == ''")
+    assert len(every) == len(set(every)) == len(plain[["model", "mode", "batch", "seq"]].drop_duplicates())
+    assert every == sorted(every) and PM.label_settings(2) == every[:2]
+    assert ("bert_large", "inference", 8, 512) in every and ("gpt3_27", "training", 1, 2048) in every
