@@ -21,6 +21,8 @@ def test_notebook_is_stripped_and_parameterized(nb):
     assert "parameters" in code[0].get("metadata", {}).get("tags", []), f"{nb.name}: first code cell must be tagged 'parameters'"
     for kind in ("smoke", "full"):
         assert (paths.ROOT / "params" / kind / f"{nb.stem}.yaml").is_file(), f"params/{kind}/{nb.stem}.yaml missing"
+    ids = [c.get("id") for c in cells]
+    assert all(ids) and len(set(ids)) == len(ids), f"{nb.name}: every cell needs its own id (nbformat 4.5)"
 
 
 def test_there_are_notebooks():
