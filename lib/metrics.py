@@ -86,6 +86,8 @@ def spearman_exact_p(x, y) -> tuple[float, float]:
     x, y = pd.Series(np.asarray(x, dtype=float)), pd.Series(np.asarray(y, dtype=float))
     if len(x) != len(y) or not 3 <= len(x) <= 9:
         raise ValueError(f"spearman_exact_p needs 3 to 9 pairs, got {len(x)} and {len(y)}")
+    if x.isna().any() or y.isna().any() or x.nunique() < 2 or y.nunique() < 2:
+        raise ValueError("spearman_exact_p needs values without NaN, and at least two different values on each side")
     rx, ry = x.rank().to_numpy(), y.rank().to_numpy()
     rx, ry = rx - rx.mean(), ry - ry.mean()
     scale = np.sqrt((rx ** 2).sum() * (ry ** 2).sum())

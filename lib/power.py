@@ -26,13 +26,15 @@ def load_board_power(path: Path | str = BOARD_POWER) -> pd.Series:
         table = pd.read_csv(path)
     except FileNotFoundError:
         raise PowerError(f"{path}: board-power table not found") from None
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise PowerError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
     missing = [c for c in ("device", "board_power_w", "source") if c not in table.columns]
     if missing:
         raise PowerError(f"{path}: missing column(s) {', '.join(missing)}")
     watts = pd.to_numeric(table["board_power_w"], errors="coerce")
-    bad = table.index[~(watts > 0) | table["source"].isna()]
+    bad = table.index[~(watts > 0) | table["source"].isna() | table["device"].isna()]
     if len(bad):
-        raise PowerError(f"{path}: row {bad[0] + 2}: board_power_w must be a positive number with a source")
+        raise PowerError(f"{path}: row {bad[0] + 2}: needs a device, a positive board_power_w and a source")
     if table["device"].duplicated().any():
         raise PowerError(f"{path}: device {table['device'][table['device'].duplicated()].iloc[0]!r} listed twice")
     return pd.Series(watts.to_numpy(), index=table["device"], name="board_power_w")

@@ -2,7 +2,7 @@
 
   python -m lib.profile --ops bmm,linear --dims train|test|DIMS.csv --output OUT.csv
                         [--repeat 30] [--warmup 10] [--sample N] [--max-seconds S]
-                        [--device-json OUT.json]
+                        [--device-json OUT.json] [--overwrite]
 
 The ops, shape lists, timing and kernel-trace parsing live in lib.profile_ops (re-exported here);
 this module holds the collection loop, the dataset-schema CSV, the device JSON and the CLI.
@@ -50,6 +50,22 @@ def write_rows(rows: list[dict], dims: tuple[str, ...], output: Path | str) -> P
     return paths.write_atomic(output, write)
 
 
+def refuse_existing(path: Path, overwrite: bool) -> None:
+    """ProfileError if `path` exists and overwrite is False: a rerun never replaces a measurement unasked."""
+    if not overwrite and Path(path).exists():
+        raise ProfileError(f"{path} exists: delete it, or pass overwrite=True (--overwrite) to measure again")
+
+
+def gpu_folder(name: str) -> str:
+    """A GPU's name as a folder: 'NVIDIA H200' -> 'NVIDIA_H200' (the dataset's label folders)."""
+    return name.replace(" ", "_").replace("/", "_")
+
+
+def software_folder(torch) -> str:
+    """'torch2.13.0_cuda12.8': the software a measurement ran on (notebook 01; data/measured/README.md)."""
+    return f"torch{torch.__version__.split('+')[0]}_cuda{torch.version.cuda}"
+
+
 def require_cuda():
     """The CUDA torch module, or ProfileError('no CUDA GPU: ...')."""
     try:
@@ -72,8 +88,7 @@ def versions(torch) -> dict:
 
 def run_folder(torch, index: int = 0) -> str:
     """One folder per GPU and software: 'NVIDIA_H200_torch2.13.0_cuda12.8' (notebook 01; data/measured/README.md)."""
-    gpu = torch.cuda.get_device_name(index).replace(" ", "_").replace("/", "_")
-    return f"{gpu}_torch{torch.__version__.split('+')[0]}_cuda{torch.version.cuda}"
+    return f"{gpu_folder(torch.cuda.get_device_name(index))}_{software_folder(torch)}"
 
 
 def device_spec(torch, index: int = 0) -> dict:
@@ -119,8 +134,9 @@ def device_spec(torch, index: int = 0) -> dict:
 # only a killed process loses anything: the batch in flight.
 def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repeat: int = 30,
             sample: int | None = None, seed: int = 0, device_json: Path | None = None,
-            chunk: int = 100, max_seconds: float | None = None) -> Path:
+            chunk: int = 100, max_seconds: float | None = None, overwrite: bool = False) -> Path:
     """Measure every (op, shape) on GPU 0 and write one dataset-schema CSV (notebook 01)."""
+    refuse_existing(output, overwrite)
     torch = require_cuda()
     from tqdm import tqdm
 
@@ -173,11 +189,20 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
                 print(f"skip {op} {shape}: needs {need / 1e9:.1f} GB, {usable_bytes() / 1e9:.1f} GB usable",
                       file=sys.stderr)
                 continue
+            fn = failed = None
             try:
                 fn = build_op(op, shape, device="cuda", seed=seed)
                 latency = time_op(fn, warmup, repeat)
             except RuntimeError as e:   # out of memory, a cuBLAS or launch error: this shape only
                 print(f"skip {op} {shape}: {_first_line(e)}", file=sys.stderr)
+                if not isinstance(e, torch.cuda.OutOfMemoryError):
+                    try:                 # an error that broke the CUDA context fails every later call: stop
+                        torch.cuda.synchronize()
+                    except RuntimeError:
+                        raise e from None
+                failed = True
+            if failed:                   # outside the except: its traceback no longer holds the shape's tensors
+                fn = None
                 torch.cuda.empty_cache()
                 continue
             batch.append({"OPName": op, "Latency": latency, **fixed, **dict(zip(dims, shape))})
@@ -218,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-seconds", type=float, default=None, help="stop (and write) after this long")
     ap.add_argument("--device-json", type=Path, default=None, help="also write the GPU's spec JSON here")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     a = ap.parse_args(argv)
     try:
         ops = [o.strip() for o in a.ops.split(",") if o.strip()]
@@ -226,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.repeat < 1 or a.warmup < 0:
             raise ProfileError("--repeat must be >= 1 and --warmup >= 0")
         collect(ops, a.dims, a.output, a.warmup, a.repeat, a.sample, a.seed, a.device_json,
-                max_seconds=a.max_seconds)
+                max_seconds=a.max_seconds, overwrite=a.overwrite)
     except ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

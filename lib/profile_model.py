@@ -1,7 +1,7 @@
 """End-to-end latency collector: time a Hugging Face model on this GPU as the dataset's labels did (notebook 01).
 
   python -m lib.profile_model --model MODEL_CONFIG.json --batch B --seq S --mode inference|training
-                              [--out-dir data/measured/labels] [--warmup 3] [--repeat 10]
+                              [--out-dir data/measured/labels] [--warmup 3] [--repeat 10] [--overwrite]
 
 The model is the one lib.graph captures for the forecast (lib.graph_capture.build_model: the labels' model class,
 fp32, eager attention as transformers 4.x ran it, random weights, full depth), built on the GPU. Inference: one
@@ -9,8 +9,8 @@ forward pass over batch x seq in eval mode without autograd. Training: a forward
 then the backward pass from the logits (seeded with ones, as the capture does); no optimizer step, as measured.
 Each latency is the mean of the fastest half of `repeat` CUDA-event-timed passes after `warmup` passes
 (lib.profile_ops.fastest_mean, the kernel collector's method). The result is written as a label JSON
-(<out-dir>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.json: e2e_latency, fw_latency, bwall_latency, num_layer),
-so lib.labels.load_labels(out_dir) reads it like the dataset's labels.
+(<out-dir>/torch<v>_cuda<v>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.json: e2e_latency, fw_latency,
+bwall_latency, num_layer), so lib.labels.load_labels(<out-dir>/torch<v>_cuda<v>) reads it like the dataset's labels.
 """
 from __future__ import annotations
 
@@ -22,14 +22,15 @@ from pathlib import Path
 from . import paths
 from .cli import Parser
 from .graph import GraphError, check_args, load_config
+from .profile import gpu_folder, refuse_existing, software_folder
 from .profile_ops import ProfileError, fastest_mean
 
 LABEL_MODES = {"inference": "inf", "training": "train"}
 
 
-def label_path(out_dir: Path, gpu_name: str, model: str, batch: int, seq: int, mode: str) -> Path:
-    """<out_dir>/<GPU name, spaces as _>/<model>-<inf|train>-<seq>-<batch>.json, the dataset's label layout."""
-    return Path(out_dir) / gpu_name.replace(" ", "_") / f"{model}-{LABEL_MODES[mode]}-{seq}-{batch}.json"
+def label_path(out_dir: Path, software: str, gpu_name: str, model: str, batch: int, seq: int, mode: str) -> Path:
+    """<out_dir>/<software>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.json: the dataset's layout below <software>."""
+    return Path(out_dir) / software / gpu_folder(gpu_name) / f"{model}-{LABEL_MODES[mode]}-{seq}-{batch}.json"
 
 
 def _input_ids(torch, cfg, batch: int, seq: int, device: str) -> dict:
@@ -72,12 +73,12 @@ def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int,
             fw.append(ms(t0, t1))
             if mode == "training":
                 bw.append(ms(t2, t3))
-        del out
+        out = logits = seeds = None          # free the activations and the logits before the next pass
     return fastest_mean(fw), fastest_mean(bw) if bw else 0.0
 
 
 def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None = None, warmup: int = 3,
-            repeat: int = 10, device: str = "cuda") -> dict:
+            repeat: int = 10, device: str = "cuda", overwrite: bool = False) -> dict:
     """Time one model setting on `device` (cuda: GPU 0) and write its label JSON under out_dir (notebook 01)."""
     cfg = load_config(config_path)
     check_args(cfg, batch, seq, mode)
@@ -91,6 +92,9 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
     torch.backends.cuda.matmul.allow_tf32 = False     # fp32, as the labels were measured
     torch.backends.cudnn.allow_tf32 = False
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
+    path = label_path(out_dir, software_folder(torch), gpu, cfg.name, batch, seq, mode) if out_dir is not None else None
+    if path is not None:
+        refuse_existing(path, overwrite)
     torch.manual_seed(0)
     model = None
     try:
@@ -108,8 +112,7 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
     label = {"num_layer": int(sum(cfg.num_layers)), "e2e_latency": fw_ms + bw_ms, "fw_latency": fw_ms,
              "bwall_latency": bw_ms, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
              "transformers_version": version("transformers")}
-    if out_dir is not None:
-        path = label_path(out_dir, gpu, cfg.name, batch, seq, mode)
+    if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         paths.write_atomic(path, lambda tmp: tmp.write_text(json.dumps(label, indent=4) + "\n"))
         label["path"] = str(path)
@@ -133,11 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=paths.MEASURED / "labels")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing label file")
     a = ap.parse_args(argv)
     try:
         if a.repeat < 1 or a.warmup < 0:
             raise ProfileError("--repeat must be >= 1 and --warmup >= 0")
-        print(json.dumps(measure(a.model, a.batch, a.seq, a.mode, a.out_dir, a.warmup, a.repeat)))
+        print(json.dumps(measure(a.model, a.batch, a.seq, a.mode, a.out_dir, a.warmup, a.repeat, overwrite=a.overwrite)))
     except (ProfileError, GraphError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -169,8 +169,9 @@ def fit(model: torch.nn.Module, predict: Callable, inputs: dict[str, torch.Tenso
             "epochs_run": len(history)}
 
 
-# The code of this module that a training run executes: every learned predictor's cache key reads these (their
-# code_text), and no other part of lib.train, so editing the cache or the ledger below retrains nothing.
+# The code of this module that shapes a model's weights: every learned predictor's cache key reads these (their
+# code_text) and no other part of lib.train, so editing the cache or the ledger below retrains nothing. `cached`
+# also runs, and pins the thread count: that value names the cache folder (cache_folder), so it is covered too.
 FIT_CODE = (fit, relative_error_loss, split_indices, set_seed)
 
 

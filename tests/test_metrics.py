@@ -65,3 +65,8 @@ def test_spearman_exact_p_by_hand():
     assert spearman_exact_p([1, 2, 3], [1, 2, 3]) == (pytest.approx(1.0), pytest.approx(1 / 6))
     with pytest.raises(ValueError, match="3 to 9 pairs"):
         spearman_exact_p([1, 2], [1, 2])
+    for x in ([1, 1, 1], [1, float("nan"), 3]):                       # no ranking, or a missing value
+        with pytest.raises(ValueError, match="two different values"):
+            spearman_exact_p(x, [1, 2, 3])
+    # ties keep average ranks, and every ordering of them counts: [1, 1, 2, 2] against itself, 4 of 24 orderings
+    assert spearman_exact_p([1, 1, 2, 2], [1, 1, 2, 2]) == (pytest.approx(1.0), pytest.approx(4 / 24))

@@ -26,14 +26,16 @@ def test_power_per_peak_by_hand():
 
 @pytest.mark.parametrize("text, match", [
     ("device,board_power_w\nT4,70\n", "missing column.*source"),
-    ("device,board_power_w,source\nT4,-70,x\n", "row 2: board_power_w must be a positive number"),
-    ("device,board_power_w,source\nT4,70,\n", "row 2: .*with a source"),
-    ("device,board_power_w,source\nT4,70,x\nT4,71,y\n", "'T4' listed twice"),
+    ("device,board_power_w,source\nT4,-70,x\n", "row 2: needs a device, a positive board_power_w"),
+    ("device,board_power_w,source\nT4,70,\n", "row 2: .*and a source"),
+    ("device,board_power_w,source\nT4,70,x\n,71,y\n", "row 3: needs a device"),
+    ("device,board_power_w,source\nT4,70,x\nT4,71,y\n", "device 'T4' listed twice"),
+    ("", "not a readable CSV"),
 ])
 def test_bad_tables_name_the_file_and_row(tmp_path, text, match):
     path = tmp_path / "p.csv"
     path.write_text(text)
-    with pytest.raises(power.PowerError, match=match):
+    with pytest.raises(power.PowerError, match=f"^{path}: {match}"):
         power.load_board_power(path)
     with pytest.raises(power.PowerError, match="not found"):
         power.load_board_power(tmp_path / "none.csv")

@@ -516,7 +516,42 @@ def test_fit_code_holds_every_lib_function_that_fit_runs():
             todo += _lib_callees(obj)
     assert seen - {train.TrainConfig} == set(train.FIT_CODE)
     assert set(train.FIT_CODE) <= set(P.CODE)
-    assert "*train_mod.FIT_CODE" in inspect.getsource(direct.train_direct)
+
+
+def test_the_direct_key_reads_the_lib_code_that_trains_a_direct_model(monkeypatch):
+    # the direct key hashes lib.direct whole, the training table as arrays, and lib.train through FIT_CODE: walk the
+    # lib.direct functions train_direct runs, and check what they call outside lib.direct
+    import inspect
+    from lib import direct, train
+    seen, todo, outside = set(), [direct.train_direct], set()
+    while todo:
+        obj = todo.pop()
+        if obj in seen or (inspect.isclass(obj) and issubclass(obj, Exception)):
+            continue
+        seen.add(obj)
+        if obj.__module__ == "lib.direct":
+            todo += _lib_callees(obj)
+        else:
+            outside.add(obj)
+    from_train = {o for o in outside if o.__module__ == "lib.train"}
+    assert from_train - {train.cache_key, train.cached, train.TrainConfig} == {train.fit, train.set_seed}
+    assert {o.__module__ for o in outside} <= {"lib.train", "lib.data", "lib.devices"}   # the rest builds the table
+    # and the key does read FIT_CODE: a change to the loss moves it
+    keys = []
+
+    def stop(name, key, build):
+        keys.append(key)
+        raise StopIteration
+    monkeypatch.setattr(train, "cached", stop)
+    tiny = train.TrainConfig(layers=1, width=4, epochs=1)
+
+    def absolute_loss(pred, meas):
+        return (pred - meas).abs().mean()
+    for loss in (train.relative_error_loss, absolute_loss):
+        monkeypatch.setattr(train, "FIT_CODE", (train.fit, loss, train.split_indices, train.set_seed))
+        with pytest.raises(StopIteration):
+            direct.train_direct("LN", "mlp", 1, tiny, max_rows=50)
+    assert keys[0] != keys[1]
 
 
 def test_a_module_constant_that_training_reads_changes_the_key(monkeypatch):

@@ -75,7 +75,7 @@ def _fake_cuda(free_bytes=40e9):
                L2_cache_size=50 * 2**20)
     cuda = ns(get_device_name=lambda i: "NVIDIA Fake", get_device_properties=lambda i: props,
               mem_get_info=lambda: (free_bytes, 80e9), memory_reserved=lambda: 0, memory_allocated=lambda: 0,
-              empty_cache=lambda: None)
+              empty_cache=lambda: None, synchronize=lambda: None, OutOfMemoryError=torch.cuda.OutOfMemoryError)
     backends = ns(cuda=ns(matmul=ns(allow_tf32=True)), cudnn=ns(allow_tf32=True, version=lambda: 91002))
     return ns(cuda=cuda, backends=backends, version=ns(cuda="12.8"), __version__="2.13.0+cu128")
 
@@ -114,16 +114,70 @@ def test_collect_writes_the_schema_and_sets_fp32(fake_gpu, tmp_path):
 
 def test_collect_skips_a_failing_shape_and_keeps_the_rest(fake_gpu, tmp_path, monkeypatch, capsys):
     fake, dims = fake_gpu
+    import weakref
+    failed = []
 
     def time_op(fn, warmup, repeat):
-        if fn().shape[0] == 3:
-            raise RuntimeError("CUBLAS_STATUS_EXECUTION_FAILED when calling cublasSgemmStridedBatched\nmore")
+        b = fn().shape[0]
+        if b == 3:
+            failed.append(weakref.ref(fn))
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB\nmore")
+        if b == 5:
+            raise RuntimeError("CUBLAS_STATUS_EXECUTION_FAILED when calling cublasSgemmStridedBatched")
         return 1.0
+    released = []
+
+    def empty_cache():          # the failed shape's closure, and so its tensors, must be gone by now
+        if failed and not released:
+            released.append(failed[0]() is None)
+    monkeypatch.setattr(fake.cuda, "empty_cache", empty_cache)
     monkeypatch.setattr(P, "time_op", time_op)
     out = P.collect(["bmm"], str(dims), tmp_path / "bmm.csv")
-    assert [int(r["B"]) for r in _rows(out)] == [1, 2, 4, 5, 6, 7]
+    assert [int(r["B"]) for r in _rows(out)] == [1, 2, 4, 6, 7]
+    assert released == [True]
     err = capsys.readouterr().err
-    assert "skip bmm (3, 8, 8, 8): RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED" in err and "more" not in err
+    assert "skip bmm (3, 8, 8, 8): OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in err
+    assert "skip bmm (5, 8, 8, 8): RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED" in err and "more" not in err
+
+
+def test_collect_stops_when_an_error_broke_the_gpu(fake_gpu, tmp_path, monkeypatch, capsys):
+    # an illegal address poisons the CUDA context: the next synchronize fails too, so the run stops there,
+    # keeping the shapes timed before it
+    fake, dims = fake_gpu
+    broken = []
+
+    def time_op(fn, warmup, repeat):
+        if fn().shape[0] == 4:
+            broken.append(True)
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return 1.0
+
+    def synchronize():
+        if broken:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    monkeypatch.setattr(P, "time_op", time_op)
+    monkeypatch.setattr(fake.cuda, "synchronize", synchronize)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        P.collect(["bmm"], str(dims), tmp_path / "bmm.csv")
+    assert [int(r["B"]) for r in _rows(tmp_path / "bmm.csv")] == [1, 2, 3]
+    assert "3 rows kept after the error below" in capsys.readouterr().err
+
+
+def test_collect_refuses_to_replace_a_measurement_unasked(fake_gpu, tmp_path, capsys):
+    out = tmp_path / "bmm.csv"
+    out.write_text("kept")
+    with pytest.raises(P.ProfileError, match=r"bmm\.csv exists: delete it, or pass overwrite=True"):
+        P.collect(["bmm"], str(fake_gpu[1]), out)
+    assert out.read_text() == "kept"
+    assert len(_rows(P.collect(["bmm"], str(fake_gpu[1]), out, overwrite=True))) == 7
+    assert P.main(["--ops", "bmm", "--dims", str(fake_gpu[1]), "--output", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err
+
+
+def test_collect_warns_when_kernels_ran_in_tf32(fake_gpu, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(P, "profile_kernels", lambda calls, num_sm: [{"Kernel Name": "sm80_xmma_gemm_tf32f32"}] * len(calls))
+    P.collect(["bmm"], str(fake_gpu[1]), tmp_path / "bmm.csv")
+    assert "warning: 1 kernels ran in TF32, not fp32 as the dataset (e.g. sm80_xmma_gemm_tf32f32)" in capsys.readouterr().err
 
 
 def test_collect_keeps_latencies_when_kernel_names_fail(fake_gpu, tmp_path, monkeypatch, capsys):

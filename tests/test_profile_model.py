@@ -13,7 +13,8 @@ from test_graph import TINY_GPT2, _write
 def test_measure_writes_a_label_the_dataset_loader_parses(tmp_path, mode):
     cfg = _write(tmp_path, TINY_GPT2, "tiny_gpt2")
     out = PM.measure(cfg, 2, 8, mode, out_dir=tmp_path / "labels", warmup=1, repeat=2, device="cpu")
-    path = tmp_path / "labels" / "cpu" / f"tiny_gpt2-{'inf' if mode == 'inference' else 'train'}-8-2.json"
+    software = f"torch{torch.__version__.split('+')[0]}_cuda{torch.version.cuda}"
+    path = tmp_path / "labels" / software / "cpu" / f"tiny_gpt2-{'inf' if mode == 'inference' else 'train'}-8-2.json"
     assert out["path"] == str(path)
     label = json.loads(path.read_text())
     assert labels.LABEL_FILE.match(path.stem)
@@ -21,21 +22,28 @@ def test_measure_writes_a_label_the_dataset_loader_parses(tmp_path, mode):
     assert label["fw_latency"] > 0 and label["e2e_latency"] == label["fw_latency"] + label["bwall_latency"]
     assert (label["bwall_latency"] > 0) == (mode == "training")
     assert label["torch_version"] == torch.__version__
+    with pytest.raises(PM.ProfileError, match="exists: delete it"):      # a rerun replaces it only when asked
+        PM.measure(cfg, 2, 8, mode, out_dir=tmp_path / "labels", warmup=1, repeat=2, device="cpu")
+    PM.measure(cfg, 2, 8, mode, out_dir=tmp_path / "labels", warmup=1, repeat=1, device="cpu", overwrite=True)
 
 
 def test_time_passes_runs_warmup_then_keeps_the_fastest_half(monkeypatch):
     # a fake model whose forward takes 5, 4, 3, 2, 1 ms of a fake clock: warm-up 1 drops the 5, the fastest half of
-    # (4, 3, 2, 1) is (1, 2): 1.5 ms; backward from the logits runs once per pass
+    # (4, 3, 2, 1) is (1, 2): 1.5 ms; backward from the logits runs once per pass and takes 7 ms
     clock, costs, backward = [0.0], iter([5, 4, 3, 2, 1]), []
+
+    def fake_backward(ts, gs):
+        backward.append(len(ts))
+        clock[0] += 7 / 1e3
 
     class Model(torch.nn.Module):
         def forward(self, input_ids, return_dict=True):
             clock[0] += next(costs) / 1e3
             return {"logits": torch.ones(2, requires_grad=True) * 2}
     monkeypatch.setattr("time.perf_counter", lambda: clock[0])
-    monkeypatch.setattr(torch.autograd, "backward", lambda ts, gs: backward.append(len(ts)))
+    monkeypatch.setattr(torch.autograd, "backward", fake_backward)
     fw_ms, bw_ms = PM.time_passes(torch, Model(), {"input_ids": None}, "training", 1, 4, "cpu")
-    assert fw_ms == pytest.approx(1.5) and bw_ms == 0.0 and backward == [1] * 5
+    assert fw_ms == pytest.approx(1.5) and bw_ms == pytest.approx(7.0) and backward == [1] * 5
 
 
 def test_bad_arguments_are_one_line(tmp_path, capsys):
