@@ -314,6 +314,21 @@ def test_spec_twins_peaks_and_bandwidth():
         f"{rho7:.2f} over all {WORDS[len(power)]}, p = {p7:.3f})")
     assert list(power["device"][:2]) == ["Tesla T4", "NVIDIA H100 80GB HBM3"]     # "the least", "the second least"
     say(f"reaches {100 * power['peak_reached'].iloc[0]:.0f}% of its peak; H100 has the second least")
+    derating = table("04-power-derating").set_index(["group", "op_class"])
+    held, ood = derating.loc["training GPUs, each held out"], derating.loc["OOD GPUs"]
+    assert (held["derated_mape_pct"] > held["mape_pct"]).all()                       # "get worse"
+    say(f"BMM {held.loc['BMM', 'mape_pct']:.1f}% -> {held.loc['BMM', 'derated_mape_pct']:.1f}% and "
+        f"FC {held.loc['FC', 'mape_pct']:.1f}% -> {held.loc['FC', 'derated_mape_pct']:.1f}%")
+    say(f"(OOD, reported only: BMM {ood.loc['BMM', 'mape_pct']:.1f}% -> {ood.loc['BMM', 'derated_mape_pct']:.1f}%, "
+        f"FC {ood.loc['FC', 'mape_pct']:.1f}% -> {ood.loc['FC', 'derated_mape_pct']:.1f}%)")
+    per_gpu = derating.drop(index=["training GPUs, each held out", "OOD GPUs"], level=0)
+    change = (per_gpu["derated_mape_pct"] - per_gpu["mape_pct"]).groupby(level=0).max()
+    p100 = derating.loc["Tesla P100-PCIE-16GB"]
+    assert change.idxmax() == "Tesla P100-PCIE-16GB"                                   # "most of all the P100"
+    say(f"most of all the P100 (BMM {p100.loc['BMM', 'mape_pct']:.1f}% -> {p100.loc['BMM', 'derated_mape_pct']:.1f}%, "
+        f"FC {p100.loc['FC', 'mape_pct']:.1f}% -> {p100.loc['FC', 'derated_mape_pct']:.1f}%)")
+    w = trained.set_index("device")["w_per_peak_tflops"].sort_values()
+    assert w.index[-1] == "Tesla P100-PCIE-16GB" and w.iloc[-1] > 1.4 * w.iloc[-2]      # "far beyond the other"
     soft = table("04-bandwidth-reached").query("op_class == 'SOFTMAX'")
     held_out = soft[["test_id", "test_ood"]].max().max()
     say(f"up to {held_out:.2f} of the spec bandwidth where training ones reach at most {soft['train'].max():.2f} on any GPU")
