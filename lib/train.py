@@ -66,6 +66,7 @@ def blas_fingerprint() -> str:
 TRAINING_LIBRARIES = ("torch", "numpy", "pandas")
 
 
+@functools.cache
 def library_versions() -> dict:
     """Installed version of each of TRAINING_LIBRARIES, e.g. {"torch": "2.13.0+cpu", ...} (notebook 03)."""
     return {name: version(name) for name in TRAINING_LIBRARIES}

@@ -78,7 +78,10 @@ def test_make_figures_times_match_provenance():
     say(f"05 about {_h_min(per['05']['cold_s'])} (every predictor it loads, 04 trains first)")
     assert per["05"]["cold_s"] == prov["wall_s_per_notebook"]["05-end-to-end.ipynb"]   # ... which it says
     assert all(per[nb]["cold_s"] < 60 for nb in ("01", "02"))
-    say(f"`make figures` again: about {_h_min(sum(prov['wall_s_per_notebook'].values()))} on two cores")
+    # a warm rerun's wall time varies by tens of seconds from run to run, so the README gives a range
+    warm_min = sum(prov["wall_s_per_notebook"].values()) / 60
+    assert 4.5 <= warm_min < 6.5, f"the last warm rerun took {warm_min:.1f} min: update the README's range"
+    say("`make figures` again: about 5 to 6 min on two cores")
 
 
 def test_dataset_gpu_and_model_counts():
