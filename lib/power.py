@@ -45,8 +45,8 @@ def load_board_power(path: Path | str = BOARD_POWER) -> pd.Series:
 # watts per TFLOP/s of nominal fp32 peak = board_power_w / (peak_gflops / 1000)
 def power_per_peak(peaks: pd.Series, peak_gflops: pd.Series, board_power_w: pd.Series) -> pd.DataFrame:
     """Per device with all three: board power, nominal peak, W per peak TFLOP/s and the share of peak reached."""
-    t = pd.concat([board_power_w.rename("board_power_w"), peak_gflops.rename("peak_gflops"), peaks.rename("peak_reached")], axis=1,
-                  join="inner")
+    t = pd.concat([board_power_w.rename("board_power_w"), peak_gflops.rename("peak_gflops"),
+                   peaks.rename("peak_reached")], axis=1, join="inner")
     return t.assign(w_per_peak_tflops=t["board_power_w"] / (t["peak_gflops"] / 1000)).sort_values("w_per_peak_tflops")
 
 
@@ -59,7 +59,8 @@ def derating_fit(bias: pd.Series, w_per_peak_tflops: pd.Series) -> tuple[float, 
     """(a, b) of log(bias) = a + b * log(W per peak TFLOP/s), least squares over the GPUs in `bias` (notebook 04)."""
     x = np.log(w_per_peak_tflops.reindex(bias.index).to_numpy(dtype=float))
     if len(bias) < 2 or not np.isfinite(x).all() or np.ptp(x) == 0:
-        raise PowerError(f"a derating fit needs two or more GPUs with different board power per peak, got {list(bias.index)}")
+        raise PowerError("a derating fit needs two or more GPUs with different board power per peak, "
+                         f"got {list(bias.index)}")
     b, a = np.polyfit(x, np.log(bias.to_numpy(dtype=float)), 1)
     return float(a), float(b)
 
