@@ -1,0 +1,54 @@
+"""This project's own kernel measurements (data/measured/, written by lib.profile), scored like the dataset's
+held-out kernels (notebook 04).
+
+A measured GPU is forecast from its spec JSON (the dataset's or data/devices/, looked up by the name the GPU
+reported) and the training GPUs' data, as any GPU never trained on: the collector's own device.json is written
+beside the CSVs for checking the spec, never read by a forecast. The measurements only score the forecasts.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import paths
+from .data import OP_CLASS, read_kernel_csv
+from .devices import DeviceError, device_by_name
+from .metrics import mape
+
+COLUMNS = ("run", "op", "op_class", "device", "B", "M", "N", "K", "H", "latency_ms", "kernel_name")
+
+
+class MeasuredError(ValueError):
+    """A measured file that cannot be scored; the message names the file or folder."""
+
+
+def measured_kernels(root: Path | str = paths.MEASURED) -> pd.DataFrame:
+    """Every kernel CSV under root/<run folder>/, one row per kernel with its run folder; empty if none."""
+    frames = [read_kernel_csv(f).assign(run=f.parent.name) for f in sorted(Path(root).glob("*/*.csv"))]
+    if not frames:
+        return pd.DataFrame(columns=list(COLUMNS))
+    df = pd.concat(frames, ignore_index=True)
+    df["op_class"] = df["op"].map(OP_CLASS)
+    for col in ("M", "N", "K", "H", "kernel_name"):      # GEMM files lack H, vector files M, N, K
+        if col not in df:
+            df[col] = np.nan
+    return df[list(COLUMNS)]
+
+
+def score_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
+    """Kernels, MAPE (%) and median forecast / measured per run and op class; predict(rows, device) -> ms (notebook 04)."""
+    rows = []
+    for (run, device), d in df.groupby(["run", "device"], sort=True):
+        try:
+            spec = device_by_name(device)
+        except DeviceError:
+            raise MeasuredError(f"{paths.MEASURED / run}: no spec JSON for '{device}' (add one to "
+                                f"{paths.DEVICES_ADDED}, with a source per number)") from None
+        d = d.assign(pred_ms=predict(d, spec))
+        for op_class, c in d.groupby("op_class", sort=True):
+            rows.append({"run": run, "device": device, "op_class": op_class, "kernels": len(c),
+                         "mape_pct": mape(c["pred_ms"], c["latency_ms"]),
+                         "median_ratio": float(np.median(c["pred_ms"] / c["latency_ms"]))})
+    return pd.DataFrame(rows, columns=["run", "device", "op_class", "kernels", "mape_pct", "median_ratio"])
