@@ -44,7 +44,7 @@ def score_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
         try:
             spec = device_by_name(device)
         except DeviceError:
-            raise MeasuredError(f"{paths.MEASURED / run}: no spec JSON for '{device}' (add one to "
+            raise MeasuredError(f"measured run {run}: no spec JSON for '{device}' (add one to "
                                 f"{paths.DEVICES_ADDED}, with a source per number)") from None
         d = d.assign(pred_ms=predict(d, spec))
         for op_class, c in d.groupby("op_class", sort=True):

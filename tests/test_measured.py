@@ -41,5 +41,5 @@ def test_score_by_hand(tmp_path):
 
 def test_a_gpu_without_a_spec_json_is_named(tmp_path):
     _write_run(tmp_path, device="NVIDIA Fake GPU")
-    with pytest.raises(measured.MeasuredError, match=r"NVIDIA_H200_torch2.13.0_cuda12.8: no spec JSON for 'NVIDIA Fake GPU'"):
+    with pytest.raises(measured.MeasuredError, match=r"measured run NVIDIA_H200_torch2.13.0_cuda12.8: no spec JSON for 'NVIDIA Fake GPU'"):
         measured.score_measured(measured.measured_kernels(tmp_path), lambda rows, device: rows["latency_ms"])
