@@ -267,15 +267,20 @@ def as_measured(model_type: str):
             module.eager_attention_forward = upstream
 
 
+def logits_and_seeds(out) -> tuple[list, list]:
+    """The logits a training pass's backward starts from, and their seeds d(sum of logits)/d(logits) = ones
+    (used by the capture and by lib.profile_model, so the forecast and the measurement run the same backward)."""
+    logits = [v for k, v in out.items() if k.endswith("logits") and isinstance(v, torch.Tensor) and v.requires_grad]
+    return logits, [torch.ones_like(t) for t in logits]
+
+
 def _run(model, kwargs, mode, rec, grad_ctx) -> list:
     """Forward (and backward) under the recorder."""
     with grad_ctx, rec:
         out = model(**kwargs, return_dict=True)
         if mode == "training":
             rec.on = False
-            logits = [v for k, v in out.items() if k.endswith("logits") and isinstance(v, torch.Tensor)
-                      and v.requires_grad]
-            seeds = [torch.ones_like(t) for t in logits]  # d(sum of logits)/d(logits), not recorded
+            logits, seeds = logits_and_seeds(out)          # not recorded
             rec.on, rec.phase, rec.where, rec.seen_block = True, "bw", None, False
             torch.autograd.backward(logits, seeds)
     return rec.records

@@ -42,6 +42,7 @@ def _input_ids(torch, cfg, batch: int, seq: int, device: str) -> dict:
 
 def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int, device: str) -> tuple[float, float]:
     """(forward ms, backward ms; 0 for inference), each the mean of the fastest half of `repeat` timed passes."""
+    from .graph_capture import logits_and_seeds    # imports torch: only when timing
     def stamp():
         if device == "cpu":
             return time.perf_counter()
@@ -63,9 +64,7 @@ def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int,
             out = model(**inputs, return_dict=True)
             t1 = stamp()
             if mode == "training":
-                logits = [v for k, v in out.items() if k.endswith("logits") and isinstance(v, torch.Tensor)
-                          and v.requires_grad]
-                seeds = [torch.ones_like(t) for t in logits]
+                logits, seeds = logits_and_seeds(out)
                 t2 = stamp()
                 torch.autograd.backward(logits, seeds)
                 t3 = stamp()
