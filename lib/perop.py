@@ -145,16 +145,22 @@ def held_out_gpu_forecasts(df: pd.DataFrame, gpus=None, cfg_by_class: dict | Non
     return out
 
 
-def held_out_gpu_mape(df: pd.DataFrame, held_out_col: str, trained_col: str = "pred_neusight") -> pd.DataFrame:
-    """lib.metrics.never_trained_table per op class: the held-out training GPUs' rows (held_out_col, beside trained_col
-    on the same rows) and the OOD GPUs' rows (trained_col: they are never trained on anyway); n = kernels (notebook 04)."""
+def never_trained_rows(df: pd.DataFrame, held_out_col: str, trained_col: str = "pred_neusight") -> tuple:
+    """(held, ood): each kernel forecast by a model that never saw its GPU, as device, op_class, pred, meas. held: the
+    training GPUs' rows (held_out_col), with `trained` (trained_col on the same rows); ood: the OOD GPUs' rows
+    (trained_col: they are never trained on anyway) (notebook 04)."""
     held = df[df[held_out_col].notna()]
     ood = df[df["split"] == "test_ood"]
-    return never_trained_table(
-        pd.DataFrame({"device": held["device"], "op_class": held["op_class"], "pred": held[held_out_col],
-                      "meas": held["latency_ms"], "trained": held[trained_col]}),
-        pd.DataFrame({"device": ood["device"], "op_class": ood["op_class"], "pred": ood[trained_col],
-                      "meas": ood["latency_ms"]}), "op_class").rename(columns={"n": "kernels"})
+    return (pd.DataFrame({"device": held["device"], "op_class": held["op_class"], "pred": held[held_out_col],
+                          "meas": held["latency_ms"], "trained": held[trained_col]}),
+            pd.DataFrame({"device": ood["device"], "op_class": ood["op_class"], "pred": ood[trained_col],
+                          "meas": ood["latency_ms"]}))
+
+
+def held_out_gpu_mape(df: pd.DataFrame, held_out_col: str, trained_col: str = "pred_neusight") -> pd.DataFrame:
+    """lib.metrics.never_trained_table per op class over never_trained_rows; n = kernels (notebook 04)."""
+    held, ood = never_trained_rows(df, held_out_col, trained_col)
+    return never_trained_table(held, ood, "op_class").rename(columns={"n": "kernels"})
 
 
 def paper_table() -> pd.DataFrame:
