@@ -43,6 +43,7 @@ def _input_ids(torch, cfg, batch: int, seq: int, device: str) -> dict:
 def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int, device: str) -> tuple[float, float]:
     """(forward ms, backward ms; 0 for inference), each the mean of the fastest half of `repeat` timed passes."""
     from .graph_capture import logits_and_seeds    # imports torch: only when timing
+
     def stamp():
         if device == "cpu":
             return time.perf_counter()
