@@ -1,5 +1,6 @@
-"""This project's own kernel measurements (data/measured/, written by lib.profile), scored like the dataset's
-held-out kernels (notebook 04).
+"""This project's own measurements (data/measured/): kernels written by lib.profile, scored like the dataset's
+held-out kernels (notebook 04), and whole-model labels written by lib.profile_model, scored like the dataset's
+labels (notebook 05).
 
 A measured GPU is forecast from its spec JSON (the dataset's or data/devices/, looked up by the name the GPU
 reported) and the training GPUs' data, as any GPU never trained on: the collector's own device.json is written
@@ -15,9 +16,12 @@ import pandas as pd
 from . import paths
 from .data import OP_CLASS, read_kernel_csv
 from .devices import DeviceError, device_by_name
+from .labels import load_labels
 from .metrics import mape
 
 COLUMNS = ("run", "op", "op_class", "device", "B", "M", "N", "K", "H", "latency_ms", "kernel_name")
+LABEL_KEYS = ["gpu", "device", "model", "mode", "seq", "batch"]
+LABEL_COLUMNS = ["software", *LABEL_KEYS, "e2e_ms", "dataset_e2e_ms", "ratio_to_dataset", "neusight_ms", "neusight_ape"]
 
 
 class MeasuredError(ValueError):
@@ -52,3 +56,31 @@ def score_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
                          "mape_pct": mape(c["pred_ms"], c["latency_ms"]),
                          "median_ratio": float(np.median(c["pred_ms"] / c["latency_ms"]))})
     return pd.DataFrame(rows, columns=["run", "device", "op_class", "kernels", "mape_pct", "median_ratio"])
+
+
+def measured_labels(root: Path | str = paths.MEASURED / "labels") -> pd.DataFrame:
+    """lib.labels.load_labels rows of every root/<software>/<GPU folder>/*.json, with its software folder; empty if
+    none (notebook 05)."""
+    root, frames = Path(root), []
+    for software in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        try:
+            df = load_labels(software)
+        except DeviceError as e:
+            raise MeasuredError(f"{software}: {e} (add one to {paths.DEVICES_ADDED}, with a source per number)") from None
+        if len(df):
+            frames.append(df.assign(software=software.name))
+    if not frames:
+        return pd.DataFrame(columns=["software", *LABEL_KEYS, "vendor", "option", "e2e_ms", "fw_ms", "bw_ms",
+                                     "num_layer", "csv", "json"])
+    return pd.concat(frames, ignore_index=True)
+
+
+# ratio = e2e_ms / dataset_e2e_ms: our measurement of a setting over the dataset's label of it on the same GPU
+def score_measured_labels(ev: pd.DataFrame, dataset: pd.DataFrame) -> pd.DataFrame:
+    """Measured labels forecast by lib.forecast.evaluate_labels (neusight columns) beside the dataset's plain label of
+    the same GPU and setting (dataset_e2e_ms, NaN where it has none) (notebook 05)."""
+    plain = dataset.loc[dataset["option"] == "", LABEL_KEYS + ["e2e_ms"]].rename(columns={"e2e_ms": "dataset_e2e_ms"})
+    if ev.empty:
+        return pd.DataFrame(columns=LABEL_COLUMNS)
+    out = ev.merge(plain, on=LABEL_KEYS, how="left", validate="many_to_one")
+    return out.assign(ratio_to_dataset=out["e2e_ms"] / out["dataset_e2e_ms"])[LABEL_COLUMNS]

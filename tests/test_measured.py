@@ -1,4 +1,7 @@
 """Our own measurements (lib.measured): files the collector writes, read back and scored."""
+import json
+
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -43,3 +46,50 @@ def test_a_gpu_without_a_spec_json_is_named(tmp_path):
     _write_run(tmp_path, device="NVIDIA Fake GPU")
     with pytest.raises(measured.MeasuredError, match=r"measured run NVIDIA_H200_torch2.13.0_cuda12.8: no spec JSON for 'NVIDIA Fake GPU'"):
         measured.score_measured(measured.measured_kernels(tmp_path), lambda rows, device: rows["latency_ms"])
+
+
+def _write_label(root, gpu_name, stem, e2e_ms, software="torch2.13.0_cuda12.8"):
+    path = root / software / profile.gpu_folder(gpu_name) / f"{stem}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"e2e_latency": e2e_ms, "fw_latency": e2e_ms, "bwall_latency": 0.0, "num_layer": 24}))
+    return path
+
+
+def test_model_labels_read_back_and_sit_beside_the_dataset_label(tmp_path):
+    from lib.labels import load_labels
+    _write_label(tmp_path, "NVIDIA H100 80GB HBM3", "bert_large-inf-512-8", 70.0)     # the dataset has this setting
+    _write_label(tmp_path, "NVIDIA H200", "bert_large-inf-512-8", 60.0)              # and none on the H200
+    df = measured.measured_labels(tmp_path)
+    assert sorted(df["device"]) == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    assert set(df["software"]) == {"torch2.13.0_cuda12.8"}
+    assert measured.measured_labels(tmp_path / "none").empty
+    dataset = load_labels()
+    ds_ms = dataset.query("gpu == 'NVIDIA_H100_80GB_HBM3' and model == 'bert_large' and mode == 'inference' "
+                          "and seq == 512 and batch == 8 and option == ''")["e2e_ms"].item()
+    ev = df.assign(neusight_ms=df["e2e_ms"] * 1.1, neusight_ape=10.0)       # what evaluate_labels adds
+    score = measured.score_measured_labels(ev, dataset).set_index("device")
+    assert list(score.columns) == [c for c in measured.LABEL_COLUMNS if c != "device"]
+    assert score.loc["NVIDIA H100 80GB HBM3", "dataset_e2e_ms"] == ds_ms
+    assert score.loc["NVIDIA H100 80GB HBM3", "ratio_to_dataset"] == pytest.approx(70.0 / ds_ms)
+    assert np.isnan(score.loc["NVIDIA H200", "dataset_e2e_ms"]) and score.loc["NVIDIA H200", "neusight_ms"] == 66.0
+    assert measured.score_measured_labels(ev.iloc[:0], dataset).empty
+
+
+def test_measured_labels_are_forecast_like_the_dataset_labels(tmp_path):
+    from lib.forecast import evaluate_labels
+    from lib.labels import load_labels
+    _write_label(tmp_path, "NVIDIA H100 80GB HBM3", "bert_large-inf-512-8", 70.0)
+    tiny = {c: {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 500}
+            for c in ("BMM", "FC", "EW", "SOFTMAX", "LN")}
+    ours = evaluate_labels(measured.measured_labels(tmp_path), methods=["neusight"], cfg_by_class=tiny)
+    dataset = load_labels().query("gpu == 'NVIDIA_H100_80GB_HBM3' and model == 'bert_large' and mode == 'inference' "
+                                  "and seq == 512 and batch == 8 and option == ''")
+    ref = evaluate_labels(dataset, methods=["neusight"], cfg_by_class=tiny)
+    assert ours["neusight_ms"].item() == ref["neusight_ms"].item()          # the same forecast, scored on our number
+    assert ours["neusight_ape"].item() == pytest.approx(100 * abs(ours["neusight_ms"].item() - 70.0) / 70.0)
+
+
+def test_a_label_folder_without_a_spec_json_is_named(tmp_path):
+    _write_label(tmp_path, "NVIDIA Fake GPU", "bert_large-inf-512-8", 70.0)
+    with pytest.raises(measured.MeasuredError, match=r"torch2.13.0_cuda12.8: label folder NVIDIA_Fake_GPU: no device JSON"):
+        measured.measured_labels(tmp_path)
