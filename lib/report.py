@@ -39,16 +39,26 @@ def e2e_headline(table: pd.DataFrame) -> pd.DataFrame:
 E2E_KINDS = ("inference", "training", "fused inference")
 
 
+LABEL_KEYS = ["gpu", "model", "mode", "batch", "seq", "option"]   # one label of lib.labels.load_labels
+
+
 def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd.DataFrame:
     """Mean NeuSight APE (%) per kind, device ('ALL': every label of the kind) and seed of lib.forecast.seed_label_ape's
-    table, the least and largest over the seeds, and the paper's mean on the same labels where `paper` (indexed by
-    kind and device) has it (notebook 05)."""
-    def ape_by(keys):
-        return per_seed.groupby([*keys, "seed"], sort=False)["neusight_ape"].mean().unstack("seed")
-    everyone = ape_by(["kind"]).assign(device="ALL").set_index("device", append=True)
-    out = pd.concat([everyone, ape_by(["kind", "device"])])
+    table, the least and largest over the seeds, the mean APE of the seeds' mean forecast, and the paper's mean on the
+    same labels where `paper` (indexed by kind and device) has it (notebook 05)."""
+    def mean_by(df, col, keys=()):      # mean of col per kind (device 'ALL') and per kind and device, [x keys]
+        everyone = df.groupby(["kind", *keys], sort=False)[col].mean().to_frame().assign(device="ALL")
+        return pd.concat([everyone.set_index("device", append=True).reorder_levels(["kind", "device", *keys]),
+                          df.groupby(["kind", "device", *keys], sort=False)[col].mean().to_frame()])[col]
+    out = mean_by(per_seed, "neusight_ape", ["seed"]).unstack("seed")
     out.columns = [f"seed{s}_pct" for s in out.columns]
     out["min_pct"], out["max_pct"] = out.min(axis=1), out.max(axis=1)
+    # mean_forecast_pct: each label's forecast averaged over the seeds, then the mean APE,
+    #   mean over labels of 100 |mean_s pred_s - measured| / measured
+    one = per_seed.groupby([*LABEL_KEYS, "kind", "device"], sort=False).agg(pred=("neusight_ms", "mean"),
+                                                                             meas=("e2e_ms", "first")).reset_index()
+    one["ape"] = 100 * (one["pred"] - one["meas"]).abs() / one["meas"]
+    out["mean_forecast_pct"] = mean_by(one, "ape").reindex(out.index)
     if paper is not None:
         out["paper_pct"] = paper.reindex(out.index).to_numpy()
     out = out.reset_index()
@@ -56,9 +66,6 @@ def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd
     rank = out["kind"].map({k: i for i, k in enumerate(E2E_KINDS)}).fillna(len(E2E_KINDS))
     order = np.lexsort((out["device"].to_numpy(), (out["device"] != "ALL").to_numpy(), rank.to_numpy()))
     return out.iloc[order].reset_index(drop=True)
-
-
-LABEL_KEYS = ["gpu", "model", "mode", "batch", "seq", "option"]   # one label of lib.labels.load_labels
 
 
 def e2e_held_out_table(held: pd.DataFrame, committed: pd.DataFrame) -> pd.DataFrame:
