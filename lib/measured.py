@@ -79,8 +79,8 @@ def measured_labels(root: Path | str = paths.MEASURED / "labels") -> pd.DataFram
 def score_measured_labels(ev: pd.DataFrame, dataset: pd.DataFrame) -> pd.DataFrame:
     """Measured labels forecast by lib.forecast.evaluate_labels (neusight columns) beside the dataset's plain label of
     the same GPU and setting (dataset_e2e_ms, NaN where it has none) (notebook 05)."""
-    plain = dataset.loc[dataset["option"] == "", LABEL_KEYS + ["e2e_ms"]].rename(columns={"e2e_ms": "dataset_e2e_ms"})
     if ev.empty:
         return pd.DataFrame(columns=LABEL_COLUMNS)
+    plain = dataset.loc[dataset["option"] == "", LABEL_KEYS + ["e2e_ms"]].rename(columns={"e2e_ms": "dataset_e2e_ms"})
     out = ev.merge(plain, on=LABEL_KEYS, how="left", validate="many_to_one")
     return out.assign(ratio_to_dataset=out["e2e_ms"] / out["dataset_e2e_ms"])[LABEL_COLUMNS]
