@@ -102,28 +102,42 @@ def mape_ci(df: pd.DataFrame, columns, paper: pd.DataFrame | None = None) -> pd.
     return out
 
 
-def seed_mape(df: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.DataFrame:
-    """MAPE (%) of the default NeuSight forecast (spec-only tiles) per training seed, split and op class, long
-    format: the same configs, trained from each seed (notebook 04). cfg_by_class: as predict_all's, seeded too."""
+def seed_forecasts(df: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.DataFrame:
+    """The default NeuSight forecast (spec-only tiles) of every row, one column per training seed: the same configs,
+    trained from each seed (notebook 04). cfg_by_class: as predict_all's, seeded too."""
     from tqdm.auto import tqdm
     from .selection import seeded
-    frames = []
+    out = {}
     for seed in tqdm(seeds, desc="seeds"):
         cfg, arg = seeded(cfg_by_class, seed)
-        pred = df.assign(pred_neusight=predict_by_device(df, "neusight", "spec", cfg, seed=arg))
-        by = mape_table(pred, ["pred_neusight"]).iloc[0].rename("mape_pct").rename_axis(["split", "op_class"])
-        frames.append(by.reset_index().assign(seed=seed))
+        out[seed] = predict_by_device(df, "neusight", "spec", cfg, seed=arg)
+    return pd.DataFrame(out, index=df.index)
+
+
+def neusight_mape(df: pd.DataFrame, pred) -> pd.Series:
+    """MAPE (%) per (split, op class) of one NeuSight forecast of df's rows, as mape_table scores it (notebook 04)."""
+    return mape_table(df.assign(pred_neusight=pred), ["pred_neusight"]).iloc[0].rename("mape_pct").rename_axis(
+        ["split", "op_class"])
+
+
+def seed_mape(df: pd.DataFrame, forecasts: pd.DataFrame) -> pd.DataFrame:
+    """MAPE (%) per training seed (a column of seed_forecasts' table), split and op class, long format (notebook 04)."""
+    frames = [neusight_mape(df, forecasts[seed]).reset_index().assign(seed=seed) for seed in forecasts.columns]
     out = pd.concat(frames, ignore_index=True)[["seed", "split", "op_class", "mape_pct"]]
     return out.sort_values(["seed", "split", "op_class"], kind="stable").reset_index(drop=True)
 
 
-def seed_spread(per_seed: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
+def seed_spread(per_seed: pd.DataFrame, paper: pd.DataFrame, mean_forecast: pd.Series | None = None) -> pd.DataFrame:
     """Per split and op class of seed_mape's table: the first seed's MAPE, the least, mean and largest over
-    the seeds, and the paper's NeuSight beside them with where the seeds lie ('below', 'above' or 'spans')."""
+    the seeds, the MAPE of the seeds' mean forecast where `mean_forecast` (neusight_mape's series) gives it, and the
+    paper's NeuSight beside them with where the seeds lie ('below', 'above' or 'spans')."""
     first = per_seed["seed"].iloc[0]
     g = per_seed.groupby(["split", "op_class"], sort=False)["mape_pct"]
     out = pd.DataFrame({"seeds": g.size(), f"seed{first}_pct": g.first(), "min_pct": g.min(), "mean_pct": g.mean(),
-                        "max_pct": g.max()}).reset_index()
+                        "max_pct": g.max()})
+    if mean_forecast is not None:
+        out["mean_forecast_pct"] = mean_forecast.reindex(out.index)
+    out = out.reset_index()
     ref = paper.loc[f"paper: {PAPER_METHODS['NeuSight']}"]
     out["paper_pct"] = [ref.get((s, c), np.nan) for s, c in zip(out["split"], out["op_class"])]
     out["vs_paper"] = np.select([out["max_pct"] < out["paper_pct"], out["min_pct"] > out["paper_pct"],

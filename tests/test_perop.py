@@ -76,6 +76,10 @@ def test_seed_spread_by_hand():
     paper = pd.DataFrame([[16.0, 13.9]], index=[NEUSIGHT], columns=pd.MultiIndex.from_tuples([("OOD", "BMM"), ("OOD", "FC")]))
     out = perop.seed_spread(per_seed, paper).set_index("op_class")
     assert out.loc["BMM", ["seed0_pct", "min_pct", "mean_pct", "max_pct"]].tolist() == [15.0, 15.0, 16.0, 17.0]
+    assert "mean_forecast_pct" not in out
+    mean_forecast = pd.Series([14.0], index=pd.MultiIndex.from_tuples([("OOD", "BMM")]))   # none for FC
+    with_mean = perop.seed_spread(per_seed, paper, mean_forecast).set_index("op_class")["mean_forecast_pct"]
+    assert with_mean["BMM"] == 14.0 and np.isnan(with_mean["FC"])
     assert out["vs_paper"].to_dict() == {"BMM": "spans", "FC": "below"}
     assert (out["seeds"] == 2).all() and out.loc["FC", "paper_pct"] == 13.9
 
@@ -85,12 +89,21 @@ def test_seed_mape_trains_each_seed_and_scores_it_like_mape_table():
     cfg = {"SOFTMAX": {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 500}}
     test = perop.test_table(20)
     test = test[test["op_class"] == "SOFTMAX"].reset_index(drop=True)
-    out = perop.seed_mape(test, [0, 3], cfg).set_index(["seed", "split", "op_class"])["mape_pct"]
+    forecasts = perop.seed_forecasts(test, [0, 3], cfg)
+    out = perop.seed_mape(test, forecasts).set_index(["seed", "split", "op_class"])["mape_pct"]
+    preds = []
     for seed in (0, 3):
         pred = perop.predict_all(test, ["pred_neusight"], {"SOFTMAX": {**cfg["SOFTMAX"], "seed": seed}})
+        assert forecasts[seed].tolist() == pytest.approx(pred["pred_neusight"].tolist())
         ours = perop.mape_table(pred, ["pred_neusight"]).iloc[0]
         assert [out[(seed, *k)] for k in ours.index] == pytest.approx(ours.tolist())
+        preds.append(pred["pred_neusight"].to_numpy())
     assert out[(0, "OOD", "SOFTMAX")] != out[(3, "OOD", "SOFTMAX")]     # another seed, other weights
+    # the seeds' mean forecast, scored by hand: mean over rows of 100 |(p0 + p3) / 2 - measured| / measured, per split
+    mean = perop.neusight_mape(test, forecasts.mean(axis=1))
+    by_hand = (100 * np.abs((preds[0] + preds[1]) / 2 - test["latency_ms"]) / test["latency_ms"]).groupby(
+        test["split"].map(perop.SPLIT_LABEL)).mean()
+    assert [mean[(s, "SOFTMAX")] for s in by_hand.index] == pytest.approx(by_hand.tolist())
 
 
 def test_default_config_is_the_committed_one_at_seed_zero():
