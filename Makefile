@@ -19,13 +19,13 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 $(STAMP): requirements.txt
-	@start=$$(date +%s); new=0; \
-	[ -x $(PY) ] || { $(PYTHON_SYS) -m venv $(VENV) && new=1; }; \
+	@if [ ! -x $(PY) ]; then $(PYTHON_SYS) -m venv $(VENV); date +%s > $(VENV)/created_at; fi; \
 	$(PY) -m pip install -q --upgrade pip; \
 	$(PY) -m pip install -q -r requirements.txt; \
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null; \
 	$(PY) -c "import site, os; open(site.getsitepackages()[0] + '/neusight_repro.pth', 'w').write(os.getcwd())"; \
-	[ $$new = 0 ] || echo $$(( $$(date +%s) - start )) > $(VENV)/setup_seconds; \
+	if [ -f $(VENV)/created_at ]; then \
+		echo $$(( $$(date +%s) - $$(cat $(VENV)/created_at) )) > $(VENV)/setup_seconds; rm $(VENV)/created_at; fi; \
 	touch $@
 
 setup: $(STAMP) ## create .venv from requirements.txt (when missing or stale)

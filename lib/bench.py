@@ -46,8 +46,8 @@ def timed_cmd(args: list[str], build: Path | None = None) -> float:
 
 
 def bench_setup() -> list[dict]:
-    """Environment set-up time, as recorded by the Makefile when it created .venv (an update of an existing .venv
-    keeps the record)."""
+    """Environment set-up time, as recorded by the Makefile when it created .venv: from its creation to the first
+    complete install (an update of an existing .venv keeps the record)."""
     f = paths.ROOT / ".venv" / "setup_seconds"
     value = float(f.read_text()) if f.is_file() else float("nan")
     return [{"metric": "env_setup", "value": value, "unit": "s", "target": "",

@@ -16,12 +16,12 @@ import pandas as pd
 from . import paths
 from .data import OP_CLASS, read_kernel_csv
 from .devices import DeviceError, device_by_name
-from .labels import load_labels
+from .labels import LABEL_FILE, load_labels
 from .metrics import mape
 
 COLUMNS = ("run", "op", "op_class", "device", "B", "M", "N", "K", "H", "latency_ms", "kernel_name")
-LABEL_KEYS = ["gpu", "device", "model", "mode", "seq", "batch"]
-LABEL_COLUMNS = ["software", *LABEL_KEYS, "e2e_ms", "dataset_e2e_ms", "ratio_to_dataset", "neusight_ms", "neusight_ape"]
+SETTING_KEYS = ["gpu", "device", "model", "mode", "seq", "batch", "option"]   # one measured setting on one GPU
+LABEL_COLUMNS = ["software", *SETTING_KEYS, "e2e_ms", "dataset_e2e_ms", "ratio_to_dataset", "neusight_ms", "neusight_ape"]
 
 
 class MeasuredError(ValueError):
@@ -59,10 +59,17 @@ def score_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
 
 
 def measured_labels(root: Path | str = paths.MEASURED / "labels") -> pd.DataFrame:
-    """lib.labels.load_labels rows of every root/<software>/<GPU folder>/*.json, with its software folder; empty if
-    none (notebook 05)."""
+    """lib.labels.load_labels rows of every root/<software>/<GPU folder>/*.json, software first; empty if none
+    (notebook 05). A file named unlike a label, or of a model with no config in DLmodel_configs/, is an error."""
     root, frames = Path(root), []
     for software in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        for f in sorted(software.glob("*/*.json")):
+            m = LABEL_FILE.match(f.stem)
+            if m is None:
+                raise MeasuredError(f"{f}: not named <model>-<inf|train>-<seq>-<batch>.json as a label is")
+            if not (paths.MODEL_CONFIGS / f"{m['model']}.json").is_file():
+                raise MeasuredError(f"{f}: model '{m['model']}' has no config in {paths.MODEL_CONFIGS}, so notebook 05 "
+                                    f"cannot forecast it")
         try:
             df = load_labels(software)
         except DeviceError as e:
@@ -70,17 +77,18 @@ def measured_labels(root: Path | str = paths.MEASURED / "labels") -> pd.DataFram
         if len(df):
             frames.append(df.assign(software=software.name))
     if not frames:
-        return pd.DataFrame(columns=["software", *LABEL_KEYS, "vendor", "option", "e2e_ms", "fw_ms", "bw_ms",
-                                     "num_layer", "csv", "json"])
-    return pd.concat(frames, ignore_index=True)
+        return pd.DataFrame(columns=["software", "gpu", "device", "vendor", "model", "mode", "seq", "batch", "option",
+                                     "e2e_ms", "fw_ms", "bw_ms", "num_layer", "csv", "json"])
+    df = pd.concat(frames, ignore_index=True)
+    return df[["software", *(c for c in df.columns if c != "software")]]
 
 
 # ratio = e2e_ms / dataset_e2e_ms: our measurement of a setting over the dataset's label of it on the same GPU
 def score_measured_labels(ev: pd.DataFrame, dataset: pd.DataFrame) -> pd.DataFrame:
-    """Measured labels forecast by lib.forecast.evaluate_labels (neusight columns) beside the dataset's plain label of
-    the same GPU and setting (dataset_e2e_ms, NaN where it has none) (notebook 05)."""
+    """Measured labels forecast by lib.forecast.evaluate_labels (neusight columns) beside the dataset's label of the
+    same GPU, setting and option (dataset_e2e_ms, NaN where it has none) (notebook 05)."""
     if ev.empty:
         return pd.DataFrame(columns=LABEL_COLUMNS)
-    plain = dataset.loc[dataset["option"] == "", LABEL_KEYS + ["e2e_ms"]].rename(columns={"e2e_ms": "dataset_e2e_ms"})
-    out = ev.merge(plain, on=LABEL_KEYS, how="left", validate="many_to_one")
+    theirs = dataset[SETTING_KEYS + ["e2e_ms"]].rename(columns={"e2e_ms": "dataset_e2e_ms"})
+    out = ev.merge(theirs, on=SETTING_KEYS, how="left", validate="many_to_one")
     return out.assign(ratio_to_dataset=out["e2e_ms"] / out["dataset_e2e_ms"])[LABEL_COLUMNS]

@@ -296,21 +296,25 @@ def test_seed_label_ape_forecasts_each_seed_and_names_the_kind():
 
 def test_e2e_seed_table_by_hand():
     from lib.report import e2e_seed_table
-    # two training labels on one GPU, one inference label on another, each measured at 100 ms; seeds 0 and 1
-    per_seed = pd.DataFrame({"seed": [0, 0, 0, 1, 1, 1], "kind": ["training", "training", "inference"] * 2,
-                             "device": ["G1", "G1", "G2"] * 2, "gpu": ["g1", "g1", "g2"] * 2, "model": "m",
-                             "mode": ["training", "training", "inference"] * 2, "batch": [1, 2, 1] * 2, "seq": 8,
-                             "option": "", "e2e_ms": 100.0, "neusight_ms": [102.0, 104.0, 109.0, 106.0, 92.0, 99.0],
-                             "neusight_ape": [2.0, 4.0, 9.0, 6.0, 8.0, 1.0]})
+    # two training labels on G1 and one on G3, one inference label on G2, each measured at 100 ms; seeds 0 and 1
+    per_seed = pd.DataFrame({"seed": [0] * 4 + [1] * 4, "kind": ["training", "training", "inference", "training"] * 2,
+                             "device": ["G1", "G1", "G2", "G3"] * 2, "gpu": ["g1", "g1", "g2", "g3"] * 2, "model": "m",
+                             "mode": ["training", "training", "inference", "training"] * 2, "batch": [1, 2, 1, 1] * 2,
+                             "seq": 8, "option": "", "e2e_ms": 100.0,
+                             "neusight_ms": [102.0, 104.0, 109.0, 110.0, 106.0, 92.0, 99.0, 100.0],
+                             "neusight_ape": [2.0, 4.0, 9.0, 10.0, 6.0, 8.0, 1.0, 0.0]})
     paper = pd.Series({("training", "ALL"): 5.0})
     t = e2e_seed_table(per_seed, paper).set_index(["kind", "device"])
-    assert list(t.index) == [("inference", "ALL"), ("inference", "G2"), ("training", "ALL"), ("training", "G1")]
+    assert list(t.index) == [("inference", "ALL"), ("inference", "G2"), ("training", "ALL"), ("training", "G1"),
+                             ("training", "G3")]
     assert t.loc[("training", "G1"), ["seed0_pct", "seed1_pct", "min_pct", "max_pct"]].tolist() == [3.0, 7.0, 3.0, 7.0]
+    assert t.loc[("training", "ALL"), ["seed0_pct", "seed1_pct"]].tolist() == [16 / 3, 14 / 3]
     assert t.loc[("inference", "ALL"), ["min_pct", "max_pct"]].tolist() == [1.0, 9.0]
     assert t.loc[("training", "ALL"), "paper_pct"] == 5.0 and np.isnan(t.loc[("inference", "G2"), "paper_pct"])
-    # the seeds' mean forecasts: 104 and 98 ms on G1 (APE 4 and 2), 104 ms on G2 (APE 4)
+    # the seeds' mean forecasts: 104 and 98 ms on G1 (APE 4 and 2), 104 ms on G2 (APE 4), 105 ms on G3 (APE 5)
     assert t["mean_forecast_pct"].to_dict() == pytest.approx({("inference", "ALL"): 4.0, ("inference", "G2"): 4.0,
-                                                             ("training", "ALL"): 3.0, ("training", "G1"): 3.0})
+                                                             ("training", "ALL"): 11 / 3, ("training", "G1"): 3.0,
+                                                             ("training", "G3"): 5.0})
 
 
 def test_held_out_label_ape_forecasts_training_gpus_without_their_rows():

@@ -1,7 +1,6 @@
 """Our own measurements (lib.measured): files the collector writes, read back and scored."""
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
@@ -57,21 +56,28 @@ def _write_label(root, gpu_name, stem, e2e_ms, software="torch2.13.0_cuda12.8"):
 
 def test_model_labels_read_back_and_sit_beside_the_dataset_label(tmp_path):
     from lib.labels import load_labels
-    _write_label(tmp_path, "NVIDIA H100 80GB HBM3", "bert_large-inf-512-8", 70.0)     # the dataset has this setting
-    _write_label(tmp_path, "NVIDIA H200", "bert_large-inf-512-8", 60.0)              # and none on the H200
+    _write_label(tmp_path, "NVIDIA H100 80GB HBM3", "bert_large-inf-512-8", 70.0)          # the dataset has this setting,
+    _write_label(tmp_path, "NVIDIA H100 80GB HBM3", "bert_large-inf-512-8-fusion", 60.0)   # fused too,
+    _write_label(tmp_path, "NVIDIA H200", "bert_large-inf-512-8", 60.0)                   # and none on the H200
+    _write_label(tmp_path, "NVIDIA H200", "bert_large-inf-512-8", 61.0, software="torch2.14.0_cuda13.0")
     df = measured.measured_labels(tmp_path)
-    assert sorted(df["device"]) == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
-    assert set(df["software"]) == {"torch2.13.0_cuda12.8"}
+    assert df.columns[0] == "software" and list(df.columns) == list(measured.measured_labels(tmp_path / "none").columns)
+    assert sorted(zip(df["software"], df["device"], df["option"])) == [
+        ("torch2.13.0_cuda12.8", "NVIDIA H100 80GB HBM3", ""), ("torch2.13.0_cuda12.8", "NVIDIA H100 80GB HBM3", "fusion"),
+        ("torch2.13.0_cuda12.8", "NVIDIA H200", ""), ("torch2.14.0_cuda13.0", "NVIDIA H200", "")]   # one row per file
     assert measured.measured_labels(tmp_path / "none").empty
     dataset = load_labels()
-    ds_ms = dataset.query("gpu == 'NVIDIA_H100_80GB_HBM3' and model == 'bert_large' and mode == 'inference' "
-                          "and seq == 512 and batch == 8 and option == ''")["e2e_ms"].item()
+    h100 = dataset.query("gpu == 'NVIDIA_H100_80GB_HBM3' and model == 'bert_large' and mode == 'inference' "
+                         "and seq == 512 and batch == 8").set_index("option")["e2e_ms"]
     ev = df.assign(neusight_ms=df["e2e_ms"] * 1.1, neusight_ape=10.0)       # what evaluate_labels adds
-    score = measured.score_measured_labels(ev, dataset).set_index("device")
-    assert list(score.columns) == [c for c in measured.LABEL_COLUMNS if c != "device"]
-    assert score.loc["NVIDIA H100 80GB HBM3", "dataset_e2e_ms"] == ds_ms
-    assert score.loc["NVIDIA H100 80GB HBM3", "ratio_to_dataset"] == pytest.approx(70.0 / ds_ms)
-    assert np.isnan(score.loc["NVIDIA H200", "dataset_e2e_ms"]) and score.loc["NVIDIA H200", "neusight_ms"] == 66.0
+    score = measured.score_measured_labels(ev, dataset)
+    assert list(score.columns) == measured.LABEL_COLUMNS
+    on_h100 = score[score["device"] == "NVIDIA H100 80GB HBM3"].set_index("option")
+    assert on_h100["dataset_e2e_ms"].to_dict() == {"": h100[""], "fusion": h100["fusion"]}   # each beside its own kind
+    assert on_h100.loc["", "ratio_to_dataset"] == pytest.approx(70.0 / h100[""])
+    assert on_h100.loc["fusion", "ratio_to_dataset"] == pytest.approx(60.0 / h100["fusion"])
+    on_h200 = score[score["device"] == "NVIDIA H200"]
+    assert on_h200["dataset_e2e_ms"].isna().all() and on_h200["neusight_ms"].tolist() == pytest.approx([66.0, 67.1])
     assert measured.score_measured_labels(ev.iloc[:0], dataset).empty
 
 
@@ -92,4 +98,13 @@ def test_measured_labels_are_forecast_like_the_dataset_labels(tmp_path):
 def test_a_label_folder_without_a_spec_json_is_named(tmp_path):
     _write_label(tmp_path, "NVIDIA Fake GPU", "bert_large-inf-512-8", 70.0)
     with pytest.raises(measured.MeasuredError, match=r"torch2.13.0_cuda12.8: label folder NVIDIA_Fake_GPU: no device JSON"):
+        measured.measured_labels(tmp_path)
+
+
+@pytest.mark.parametrize("stem, message", [
+    ("BERT_large-inf-512-8", r"BERT_large-inf-512-8.json: not named <model>-<inf\|train>-<seq>-<batch>.json"),
+    ("llama3_8b-inf-2048-1", r"llama3_8b-inf-2048-1.json: model 'llama3_8b' has no config in .*DLmodel_configs")])
+def test_a_label_notebook_05_cannot_forecast_is_named(tmp_path, stem, message):
+    _write_label(tmp_path, "NVIDIA H200", stem, 70.0)
+    with pytest.raises(measured.MeasuredError, match=message):
         measured.measured_labels(tmp_path)

@@ -816,6 +816,8 @@ def test_05_seed_spread():
                f"still above 5% for both targets. H100 inference ({mean[('inference', H100)]:.1f}% against the paper's "
                f"{h100['paper_pct']:.1f}) and A100-80GB training ({mean[('training', A100_80)]:.1f}% against\n"
                f"{a80['paper_pct']:.1f}) stay above the paper's averages")
+    assert mean[("training", H100)] < h100_train["paper_pct"]
+    says(NB05, f"H100 training\n({mean[('training', H100)]:.1f}%) falls below the paper's {h100_train['paper_pct']:.1f}")
 
 
 def test_04_held_out_gpus():
