@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .metrics import NEVER_TRAINED_POOLS, bootstrap_mean_ci, never_trained_table
+from .metrics import NEVER_TRAINED_POOLS, ape, bootstrap_mean_ci, never_trained_table
 from .ops import OP_CLASSES as OP_ORDER
 
 BEGIN_MARK = "<!-- results:begin"     # a README's marker may carry any note after this prefix
@@ -57,7 +57,7 @@ def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd
     #   mean over labels of 100 |mean_s pred_s - measured| / measured
     one = per_seed.groupby([*LABEL_KEYS, "kind", "device"], sort=False).agg(pred=("neusight_ms", "mean"),
                                                                              meas=("e2e_ms", "first")).reset_index()
-    one["ape"] = 100 * (one["pred"] - one["meas"]).abs() / one["meas"]
+    one["ape"] = ape(one["pred"], one["meas"])
     out["mean_forecast_pct"] = mean_by(one, "ape").reindex(out.index)
     if paper is not None:
         out["paper_pct"] = paper.reindex(out.index).to_numpy()
