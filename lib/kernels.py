@@ -9,9 +9,9 @@ A linear row with B > 1 is forecast as the one GEMM torch runs for it, over B*M 
 --config: {op class: training config} for the NeuSight MLPs, used on every GPU (default:
 lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the five training
 GPUs; the trained weights are cached under build/predictors/; for a GPU never trained on, the classes with
-`envelope` on are capped by the forecasts of the training GPUs it dominates, lib.envelope). The result goes to the file;
-progress to stderr; bad input exits non-zero with one line. A GPU whose machine balance lies outside the
-training GPUs' gets a one-line warning on stderr (lib.analysis.extrapolation_note).
+`envelope` on are capped by the forecasts of the training GPUs it dominates, lib.envelope). The result goes to the file
+(`--output -`: to standard output); progress to stderr; bad input exits non-zero with one line. A GPU whose machine
+balance lies outside the training GPUs' gets a one-line warning on stderr (lib.analysis.extrapolation_note).
 Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-bound:
     latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
 """
@@ -232,10 +232,18 @@ def _read_kernels(path: str) -> pd.DataFrame:
         raise KernelInputError(f"{path}: a row has more fields than the header") from None
     except FileNotFoundError:
         raise KernelInputError(f"{path}: input file not found") from None
+    except IsADirectoryError:
+        raise KernelInputError(f"{path}: names a folder, not a CSV file") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise KernelInputError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
+    except OSError as e:
+        raise KernelInputError(f"{path}: cannot read the input file ({e.strerror or e})") from None
     if {"op", "OPName"} <= set(table.columns):
         raise KernelInputError(f"{path}: both 'op' and 'OPName' columns; give the op name once")
+    # pandas renames a repeated header name ('B', 'B.1'), so the output would not be the input plus pred_ms
+    header = pd.read_csv(path, index_col=False, header=None, nrows=1, dtype=str).iloc[0].tolist()
+    if repeated := sorted({h for h in header if header.count(h) > 1}, key=str):
+        raise KernelInputError(f"{path}: column {repeated[0]!r} appears more than once in the header")
     return table
 
 
@@ -243,14 +251,14 @@ def main(argv=None) -> int:
     ap = Parser(prog="python -m lib.kernels", description=__doc__.splitlines()[0])
     ap.add_argument("--device", required=True, help="device JSON (dataset format)")
     ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K or B,H")
-    ap.add_argument("--output", required=True, help="where to write the input + pred_ms")
+    ap.add_argument("--output", required=True, help="where to write the input + pred_ms ('-': standard output)")
     ap.add_argument("--method", default="neusight", choices=METHODS,
                     help="NeuSight (default) or a baseline; li needs measurements on the target")
     ap.add_argument("--tiles", default="spec", choices=TILES,
                     help="GEMM tile rule: spec (default, from the spec only); oracle needs kernel_name")
     ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
     args = ap.parse_args(argv)
-    if problem := paths.output_problem(args.output, (args.input, args.device, args.config)):   # before any work
+    if args.output != "-" and (problem := paths.output_problem(args.output, (args.input, args.device, args.config))):
         print(f"error: --output {args.output}: {problem}", file=sys.stderr)
         return 2
     try:
@@ -275,13 +283,21 @@ def main(argv=None) -> int:
             print(f"note: {args.input} has a pred_ms column; the output replaces it", file=sys.stderr)
         # the input's cells go out as they were read: a blank cell must not turn a column of integers into floats
         as_read = pd.read_csv(args.input, index_col=False, dtype=str, keep_default_na=False)
-        paths.write_atomic(args.output, lambda tmp: as_read.assign(pred_ms=pred).to_csv(tmp, index=False))
-    except (KernelInputError, DeviceError, OSError) as e:
+    except (KernelInputError, DeviceError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        if args.output == "-":
+            as_read.assign(pred_ms=pred).to_csv(sys.stdout, index=False)
+        else:
+            paths.write_atomic(args.output, lambda tmp: as_read.assign(pred_ms=pred).to_csv(tmp, index=False))
+    except OSError as e:
+        print(f"error: --output {args.output}: cannot write ({e.strerror or e})", file=sys.stderr)
         return 2
     if note := extrapolation_note(device):
         print(f"warning: {note}", file=sys.stderr)
-    print(f"wrote {len(table)} predictions to {args.output}", file=sys.stderr)
+    print(f"wrote {len(table)} predictions to {'standard output' if args.output == '-' else args.output}",
+          file=sys.stderr)
     return 0
 
 

@@ -24,11 +24,14 @@ SUMMARY = NEUSIGHT / "summary"
 
 
 def output_problem(path, inputs=()) -> str | None:
-    """Why `path` cannot be written as an output file, else None: it names a folder, its folder is
-    missing, it exists but is not a regular file (a FIFO, a device), or it is one of the `inputs`."""
+    """Why `path` cannot be written as an output file, else None: it names a folder, its folder (for a link,
+    the folder of the file it points to) is missing, it exists but is not a regular file (a FIFO, a device), or
+    it is one of the `inputs`."""
     text, path = str(path), Path(path)
     if path.is_dir() or text.endswith(("/", os.sep)):
         return "names a folder, not a file"
+    if path.is_symlink():   # write_atomic writes the file a link points to: that file's folder must exist
+        path = path.resolve()
     if not path.parent.is_dir():
         return f"folder {path.parent} does not exist"
     if path.exists() and not path.is_file():

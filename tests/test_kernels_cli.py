@@ -1,7 +1,9 @@
 """python -m lib.kernels (DESIGN.md contract) and lib.kernels.predict_kernels, with tiny predictors."""
+import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -99,6 +101,31 @@ def test_cli_csv_rows_longer_than_the_header_and_two_op_columns(tmp_path):
         inp.write_text(text)
         r = cli("--device", L4, "--input", inp, "--output", tmp_path / "p.csv", "--method", "roofline")
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_input_folder_and_repeated_header_name(tmp_path):
+    inp = tmp_path / "k.csv"
+    inp.write_text("OPName,B,H,B\nadd,8,4096,8\n")   # pandas would rename the second B to 'B.1'
+    for source, message in ((inp, "column 'B' appears more than once"), (tmp_path, "names a folder, not a CSV")):
+        r = cli("--device", L4, "--input", source, "--output", tmp_path / "p.csv", "--method", "roofline")
+        assert r.returncode == 2 and message in r.stderr and str(source) in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "p.csv").exists()
+
+
+def test_cli_output_to_stdout_and_a_failed_write(tmp_path):
+    inp = tmp_path / "k.csv"
+    KERNELS.to_csv(inp, index=False)
+    r = cli("--device", L4, "--input", inp, "--output", "-", "--method", "roofline")
+    assert r.returncode == 0 and "to standard output" in r.stderr
+    assert list(pd.read_csv(io.StringIO(r.stdout)).columns) == [*KERNELS.columns, "pred_ms"]
+    assert not (paths.ROOT / "-").exists()
+    # a folder that exists but takes no new file, even for root (Linux's /proc): the error names --output, not
+    # the temporary file the write goes through
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    r = cli("--device", L4, "--input", inp, "--output", "/proc/self/p.csv", "--method", "roofline")
+    assert r.returncode == 2 and r.stderr.startswith("error: --output /proc/self/p.csv: cannot write")
+    assert ".tmp-" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_cli_li_fits_an_amd_training_gpu_on_its_own_rows(tmp_path):

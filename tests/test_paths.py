@@ -16,6 +16,8 @@ def test_output_problem_names_each_case(tmp_path):
     assert "also an input" in paths.output_problem(tmp_path / "in.csv", (None, tmp_path / "in.csv"))
     os.symlink(tmp_path / "in.csv", tmp_path / "link.csv")
     assert "also an input" in paths.output_problem(tmp_path / "link.csv", (tmp_path / "in.csv",))
+    os.symlink(tmp_path / "gone" / "out.csv", tmp_path / "dangling.csv")   # a link into a missing folder
+    assert paths.output_problem(tmp_path / "dangling.csv") == f"folder {tmp_path / 'gone'} does not exist"
 
 
 def test_write_atomic_writes_through_a_symlink(tmp_path):
