@@ -338,3 +338,26 @@ def error_by_even_split(soft: pd.DataFrame, column: str, longest_train_row: floa
            .agg(kernels=("ratio", "size"), median_ratio=("ratio", "median"), mape_pct=("ape", "mean")).reset_index())
     out.insert(5, "share_pct", 100 * out["kernels"] / out.groupby(["split", "device"])["kernels"].transform("sum"))
     return out
+
+
+# A larger kernel of the same kind should not run faster. Along a sweep of one size (the others fixed), step i
+# "falls" when its value lies more than `tolerance` below the largest value at any smaller size:
+#     falls_i = value_i < (1 - tolerance) * max(value_0 .. value_{i-1})
+def falls_below_running_max(values, tolerance: float = 0.01) -> np.ndarray:
+    """Per step of a sweep in increasing size (len - 1 entries): does it fall below the running maximum (notebook 05)."""
+    x = np.asarray(values, dtype=float)
+    return x[1:] < (1 - tolerance) * np.maximum.accumulate(x)[:-1]
+
+
+def size_sweep_table(sweeps: dict, tolerance: float = 0.01) -> pd.DataFrame:
+    """One row per named sweep {name: Series of forecasts indexed by size}: steps, how many fall below the running
+    maximum by more than `tolerance`, and the largest running max / value (above 1: a larger size forecast faster;
+    notebook 05)."""
+    rows = []
+    for name, s in sweeps.items():
+        x = s.sort_index().to_numpy(float)
+        falls = falls_below_running_max(x, tolerance)
+        worst = np.maximum.accumulate(x)[:-1] / x[1:]
+        rows.append({"sweep": name, "steps": len(falls), "falls": int(falls.sum()),
+                     "worst_ratio": float(worst.max()) if len(falls) else np.nan})
+    return pd.DataFrame(rows)

@@ -219,3 +219,17 @@ def test_error_by_even_split_by_hand():
     assert out.loc[within_odd, "mape_pct"] == pytest.approx(10.0) and out.loc[beyond, "mape_pct"] == pytest.approx(50.0)
     train = out.loc[("train", False, False)]
     assert train["share_pct"] == 100 and np.isnan(train["median_ratio"])
+
+
+def test_falls_below_running_max_by_hand():
+    # steps: 2.0 rises; 1.95 stays within 5% of 2.0; 1.5 falls (below 0.95 x 2.0); 2.5 rises; 2.0 falls (below 2.375)
+    falls = A.falls_below_running_max([1.0, 2.0, 1.95, 1.5, 2.5, 2.0], tolerance=0.05)
+    assert falls.tolist() == [False, False, True, False, True]
+    # the default tolerance, 1%: 1.95 now falls too (below 0.99 x 2.0 = 1.98), 1.99 does not
+    assert A.falls_below_running_max([2.0, 1.95, 1.99]).tolist() == [True, False]
+
+
+def test_size_sweep_table_sorts_by_size_first():
+    # by size: 2.5 (1), 1.5 (2), 2.0 (3), 2.0 (4): every later step lies below 0.99 x 2.5; worst 2.5 / 1.5
+    table = A.size_sweep_table({"a": pd.Series([2.0, 1.5, 2.5, 2.0], index=[4, 2, 1, 3])})
+    assert table.to_dict("records") == [{"sweep": "a", "steps": 3, "falls": 3, "worst_ratio": pytest.approx(2.5 / 1.5)}]
