@@ -717,3 +717,17 @@ def test_own_measurements_are_as_the_readme_says():
     kernels, models = table("04-measured"), table("05-measured")
     assert kernels.empty and models.empty, "the README says both are empty so far: say what was measured instead"
     say("(`figures/tables/05-measured.csv`); both are empty so far")
+
+
+def test_size_steps():
+    """Forecasts between the dataset's grid sizes (notebook 05, e2e_size_steps)."""
+    steps = table("e2e_size_steps")
+    linear = steps[steps["sweep"].str.startswith("linear")].set_index("device")
+    bert = steps[steps["sweep"].str.startswith("BERT-Large")].set_index("device")
+    t4, l4, h200 = "Tesla T4", "NVIDIA L4", "NVIDIA H200"
+    assert (linear["steps"] == 992).all() and linear["falls"].gt(0).all()
+    say(f"forecast more than 1% faster than at some smaller M at {linear.loc[t4, 'falls']} of the 992 steps on T4 (a "
+        f"training GPU), {linear.loc[l4, 'falls']} on L4 and {linear.loc[h200, 'falls']} on H200, by up to "
+        f"{linear['worst_ratio'].max():.2f} times")
+    say(f"a longer sequence is forecast faster than a shorter one by up to {bert.loc[l4, 'worst_ratio']:.2f} times on L4 "
+        f"({bert.loc[h200, 'worst_ratio']:.2f} on H200, {bert.loc[t4, 'worst_ratio']:.2f} on T4)")
