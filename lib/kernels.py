@@ -241,8 +241,9 @@ def _read_kernels(path: str) -> pd.DataFrame:
     if {"op", "OPName"} <= set(table.columns):
         raise KernelInputError(f"{path}: both 'op' and 'OPName' columns; give the op name once")
     # pandas renames a repeated header name ('B', 'B.1'), so the output would not be the input plus pred_ms
-    header = pd.read_csv(path, index_col=False, header=None, nrows=1, dtype=str).iloc[0].tolist()
-    if repeated := sorted({h for h in header if header.count(h) > 1}, key=str):
+    first_row = pd.read_csv(path, index_col=False, header=None, nrows=1, dtype=str).iloc[0]
+    header = [h for h in first_row if isinstance(h, str)]     # blank names are not names
+    if repeated := sorted({h for h in header if header.count(h) > 1}):
         raise KernelInputError(f"{path}: column {repeated[0]!r} appears more than once in the header")
     return table
 

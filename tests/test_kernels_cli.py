@@ -106,6 +106,10 @@ def test_cli_csv_rows_longer_than_the_header_and_two_op_columns(tmp_path):
 def test_cli_input_folder_and_repeated_header_name(tmp_path):
     inp = tmp_path / "k.csv"
     inp.write_text("OPName,B,H,B\nadd,8,4096,8\n")   # pandas would rename the second B to 'B.1'
+    blanks = tmp_path / "blanks.csv"
+    blanks.write_text("OPName,B,,H,\nadd,8,x,4096,y\n")   # two blank header names are not a repeated name
+    r = cli("--device", L4, "--input", blanks, "--output", tmp_path / "b.csv", "--method", "roofline")
+    assert r.returncode == 0, r.stderr
     for source, message in ((inp, "column 'B' appears more than once"), (tmp_path, "names a folder, not a CSV")):
         r = cli("--device", L4, "--input", source, "--output", tmp_path / "p.csv", "--method", "roofline")
         assert r.returncode == 2 and message in r.stderr and str(source) in r.stderr
