@@ -349,6 +349,13 @@ def falls_below_running_max(values, tolerance: float = 0.01) -> np.ndarray:
     return x[1:] < (1 - tolerance) * np.maximum.accumulate(x)[:-1]
 
 
+def drops_from_previous(values: pd.Series, tolerance: float = 0.01) -> list:
+    """Sizes (index values) whose value lies more than `tolerance` below that of the size just below (notebook 05)."""
+    s = values.sort_index()
+    x = s.to_numpy(float)
+    return s.index[1:][x[1:] < (1 - tolerance) * x[:-1]].tolist()
+
+
 def size_sweep_table(sweeps: dict, tolerance: float = 0.01) -> pd.DataFrame:
     """One row per named sweep {name: Series of forecasts indexed by size}: steps, how many fall below the running
     maximum by more than `tolerance`, and the largest running max / value (above 1: a larger size forecast faster;

@@ -233,3 +233,10 @@ def test_size_sweep_table_sorts_by_size_first():
     # by size: 2.5 (1), 1.5 (2), 2.0 (3), 2.0 (4): every later step lies below 0.99 x 2.5; worst 2.5 / 1.5
     table = A.size_sweep_table({"a": pd.Series([2.0, 1.5, 2.5, 2.0], index=[4, 2, 1, 3])})
     assert table.to_dict("records") == [{"sweep": "a", "steps": 3, "falls": 3, "worst_ratio": pytest.approx(2.5 / 1.5)}]
+
+
+def test_drops_from_previous_by_hand():
+    # by size: 1.0 (1), 2.0 (2), 1.5 (3), 1.49 (4), 3.0 (5): 3 drops from 2.0; 4 stays within 1% of 1.5
+    values = pd.Series([3.0, 1.0, 2.0, 1.5, 1.49], index=[5, 1, 2, 3, 4])
+    assert A.drops_from_previous(values) == [3]
+    assert A.drops_from_previous(values, tolerance=0.0) == [3, 4]
