@@ -368,3 +368,32 @@ def size_sweep_table(sweeps: dict, tolerance: float = 0.01) -> pd.DataFrame:
         rows.append({"sweep": name, "steps": len(falls), "falls": int(falls.sum()),
                      "worst_ratio": float(worst.max()) if len(falls) else np.nan})
     return pd.DataFrame(rows)
+
+
+def floor_to_multiple(x, multiple: int = 32) -> np.ndarray:
+    """x rounded down to a multiple of `multiple` where it lies above one and is not one already, else x (notebook 05)."""
+    x = np.asarray(x, dtype=float)
+    return np.where((x > multiple) & (x % multiple != 0), np.floor(x / multiple) * multiple, x)
+
+
+# Size guard (a trial of notebook 05, not used by any forecast): a GEMM is forecast no faster than the same GEMM with
+# its output rows M, its output columns K, or both rounded down to a multiple of 32 (M32 = 32 floor(M / 32)):
+#   guarded(B, M, N, K) = max(f(B, M, N, K), f(B, M32, N, K), f(B, M, N, K32), f(B, M32, N, K32))
+# Other rows keep f. Only the rounded shapes that differ from the row's own are predicted, in one call.
+def floor_guarded(df: pd.DataFrame, predict, multiple: int = 32) -> np.ndarray:
+    """predict(df) with each GEMM row raised to the largest forecast of its shape rounded down as above (notebook 05)."""
+    from .ops import GEMM_OPS
+    df = df.reset_index(drop=True)
+    out = np.asarray(predict(df), dtype=float).copy()
+    g = df[df["op"].isin(GEMM_OPS)]
+    shapes, owners = [], []
+    for round_m, round_k in ((True, False), (False, True), (True, True)):
+        v = g.assign(M=floor_to_multiple(g["M"], multiple) if round_m else g["M"],
+                     K=floor_to_multiple(g["K"], multiple) if round_k else g["K"])
+        moved = ((v["M"] != g["M"]) | (v["K"] != g["K"])).to_numpy()
+        shapes.append(v[moved])
+        owners.append(g.index.to_numpy()[moved])
+    rounded = pd.concat(shapes)
+    if len(rounded):
+        np.maximum.at(out, np.concatenate(owners), np.asarray(predict(rounded), dtype=float))
+    return out

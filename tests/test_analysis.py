@@ -240,3 +240,22 @@ def test_drops_from_previous_by_hand():
     values = pd.Series([3.0, 1.0, 2.0, 1.5, 1.49], index=[5, 1, 2, 3, 4])
     assert A.drops_from_previous(values) == [3]
     assert A.drops_from_previous(values, tolerance=0.0) == [3, 4]
+
+
+def test_floor_to_multiple_by_hand():
+    assert A.floor_to_multiple([1, 32, 33, 63, 64, 65, 129]).tolist() == [1, 32, 32, 32, 64, 64, 128]
+    assert A.floor_to_multiple([100], multiple=64).tolist() == [64]
+
+
+def test_floor_guarded_raises_a_gemm_to_its_rounded_shapes():
+    # a fake forecast that falls one row past a multiple of 32: f = M * K, halved where M is off the 32 grid
+    predict = lambda t: (t["M"] * t["K"] * np.where(t["M"] % 32 == 0, 1.0, 0.5)).to_numpy(float)
+    df = pd.DataFrame({"op": ["linear", "linear", "bmm", "softmax"], "B": [1, 1, 2, 1],
+                       "M": [129, 64, 33, 129], "N": [8, 8, 8, np.nan], "K": [10, 40, 64, np.nan], "H": 0})
+    out = A.floor_guarded(df, predict)
+    # row 0: f(129, 10) = 645, f(128, 10) = 1280 (K = 10 is not above 32, so not rounded)
+    # row 1: f(64, 40) = 2560, f(64, 32) = 2048: stays 2560
+    # row 2: f(33, 64) = 1056, f(32, 64) = 2048
+    # row 3: not a GEMM, keeps f: 129 * NaN -> NaN
+    assert out[:3].tolist() == [1280.0, 2560.0, 2048.0]
+    assert np.isnan(out[3])

@@ -938,3 +938,18 @@ def test_04_softmax_even_split():
     says(NB04, f"its largest value on a training row is {softmax_vector_share(block['H']).max():.2f}")
     gaps = ood["even"] | ood["beyond_training"]
     assert ood.loc[gaps, "error"].sum() > 0.5 * ood["error"].sum()                  # "most of the softmax miss"
+
+
+def test_05_size_guard_trial():
+    sweep = table("e2e_size_guard_sweep").set_index(["device", "sweep"])["falls"]
+    logo = table("e2e_size_guard_logo").set_index(["op_class", "device"])
+    pooled = logo.xs("pooled", level="device")
+    assert pooled.loc["FC", "change_pts"] > 0.1 and "Rule (1) fails" in flat(markdown_of(NB05))
+    assert all(sweep[(d, "guarded")] < sweep[(d, "as forecast")] for d in ("Tesla T4", "NVIDIA L4", "NVIDIA H200"))
+    says(NB05, f"falls at {sweep[('Tesla T4', 'guarded')]} of 992 steps on T4 ({sweep[('Tesla T4', 'as forecast')]} as "
+               f"forecast), {sweep[('NVIDIA L4', 'guarded')]} on L4 ({sweep[('NVIDIA L4', 'as forecast')]}) and "
+               f"{sweep[('NVIDIA H200', 'guarded')]} on H200 ({sweep[('NVIDIA H200', 'as forecast')]})")
+    bmm, fc = pooled.loc["BMM"], pooled.loc["FC"]
+    says(NB05, f"lowers the pooled BMM MAPE from {bmm.as_forecast_mape_pct:.2f}% to {bmm.guarded_mape_pct:.2f}% but "
+               f"raises FC from {fc.as_forecast_mape_pct:.2f}% to {fc.guarded_mape_pct:.2f}% "
+               f"(+{fc.change_pts:.2f} points; V100 +{logo.loc[('FC', 'Tesla V100-PCIE-32GB'), 'change_pts']:.2f})")

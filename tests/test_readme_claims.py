@@ -731,3 +731,15 @@ def test_size_steps():
         f"{linear['worst_ratio'].max():.2f} times")
     say(f"a longer sequence is forecast faster than a shorter one by up to {bert.loc[l4, 'worst_ratio']:.2f} times on L4 "
         f"({bert.loc[h200, 'worst_ratio']:.2f} on H200, {bert.loc[t4, 'worst_ratio']:.2f} on T4)")
+
+
+def test_size_guard_trial():
+    """The size guard's trial (notebook 05, e2e_size_guard_sweep and e2e_size_guard_logo): fails its rule."""
+    sweep = table("e2e_size_guard_sweep").set_index(["device", "sweep"])["falls"]
+    logo = table("e2e_size_guard_logo")
+    fc = logo[(logo["op_class"] == "FC") & (logo["device"] == "pooled")].iloc[0]
+    assert fc["change_pts"] > 0.1   # rule (1) fails, so "not adopted" holds
+    falls = [sweep[(d, "guarded")] for d in ("Tesla T4", "NVIDIA L4", "NVIDIA H200")]
+    say(f"it cuts the falls to {falls[0]} / {falls[1]} / {falls[2]}")
+    say(f"it raises the FC MAPE from {fc['as_forecast_mape_pct']:.2f}% to {fc['guarded_mape_pct']:.2f}% (the rule "
+        f"allowed 0.1 points), so it was not adopted")
