@@ -99,7 +99,9 @@ def parse_device(raw: dict, path: Path | str = "<dict>") -> Device:
         peak_vec = _number(raw, "SingleFLOPsVEC", path, "GFLOP/s", PEAK_RANGE_GFLOPS)
     else:
         raise DeviceError(f"{path}: missing field 'SingleFLOPs' (or 'SingleFLOPsMM' and 'SingleFLOPsVEC')")
-    vendor = "amd" if ("AMD" in name or "SingleFLOPsMM" in raw) else "nvidia"
+    # vendor: the name decides where it names one; otherwise the peak's format does (SingleFLOPs: NVIDIA's files)
+    vendor = ("amd" if "AMD" in name else "nvidia" if ("NVIDIA" in name or "Tesla" in name or "SingleFLOPs" in raw)
+              else "amd")
     return Device(name=name.strip(), vendor=vendor, peak_gflops=peak, peak_vec_gflops=peak_vec,
                   num_sm=int(values.pop("num_sm")), cores_per_sm=int(values.pop("cores_per_sm")),
                   path=str(path), **values)

@@ -28,6 +28,24 @@ def test_amd_format_has_matrix_and_vector_peaks():
     assert d.vendor == "amd" and d.peak_gflops == 45300 and d.peak_vec_gflops == 22600
 
 
+@pytest.mark.parametrize("name, peaks, vendor", [
+    ("NVIDIA H200", {"SingleFLOPs": 66908, "SingleFLOPsMM": 494000}, "nvidia"),   # a tensor-core peak beside fp32
+    ("NVIDIA X", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "nvidia"),
+    ("Tesla X", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "nvidia"),
+    ("AMD X", {"SingleFLOPs": 50000}, "amd"),
+    ("Test GPU", {"SingleFLOPs": 50000, "SingleFLOPsMM": 90000}, "nvidia"),
+    ("Test GPU", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "amd"),
+])
+def test_vendor_from_the_name_else_the_peak_format(tmp_path, name, peaks, vendor):
+    raw = {k: v for k, v in GOOD.items() if not k.startswith("SingleFLOPs")}
+    assert load_device(write(tmp_path, {**raw, "Device": name, **peaks})).vendor == vendor
+
+
+def test_every_known_device_keeps_its_vendor():
+    for name, d in devices.all_devices().items():
+        assert d.vendor == ("amd" if name.startswith("AMD") else "nvidia"), name
+
+
 @pytest.mark.parametrize("field", ["Mem_Bw", "Num_Sm", "L2Cache", "Device"])
 def test_missing_field_names_field_and_file(tmp_path, field):
     raw = {k: v for k, v in GOOD.items() if k != field}
