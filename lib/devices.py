@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,6 +31,8 @@ NUMERIC_KEYS = {
     "Freq": ("freq_mhz", "MHz", (10.0, 1e5)),
     "L2Cache": ("l2_mb", "MB", (0.01, 1e5)),
 }
+# Words in a GPU's name that say its vendor (lib.devices.parse_device)
+VENDOR_WORDS = {"nvidia": ("NVIDIA", "Tesla", "GeForce", "Quadro"), "amd": ("AMD", "Instinct", "Radeon")}
 PEAK_RANGE_GFLOPS = (1.0, 1e8)   # SingleFLOPs, SingleFLOPsMM, SingleFLOPsVEC (fp32 GFLOP/s)
 COUNT_KEYS = ("Num_Sm", "Core_Per_SM")   # whole numbers
 
@@ -49,7 +52,7 @@ class Device:
     cores_per_sm: int
     freq_mhz: float
     peak_gflops: float       # fp32 peak for matrix kernels (GEMM)
-    peak_vec_gflops: float   # fp32 peak for vector kernels (equal to peak_gflops on NVIDIA)
+    peak_vec_gflops: float   # fp32 peak for vector kernels (equal to peak_gflops in a SingleFLOPs file)
     l2_mb: float
     path: str = ""
 
@@ -99,9 +102,10 @@ def parse_device(raw: dict, path: Path | str = "<dict>") -> Device:
         peak_vec = _number(raw, "SingleFLOPsVEC", path, "GFLOP/s", PEAK_RANGE_GFLOPS)
     else:
         raise DeviceError(f"{path}: missing field 'SingleFLOPs' (or 'SingleFLOPsMM' and 'SingleFLOPsVEC')")
-    # vendor: the name decides where it names one; otherwise the peak's format does (SingleFLOPs: NVIDIA's files)
-    vendor = ("amd" if "AMD" in name else "nvidia" if ("NVIDIA" in name or "Tesla" in name or "SingleFLOPs" in raw)
-              else "amd")
+    # vendor: the name decides where it names exactly one (whole words, any case); otherwise the peak's format does
+    # (SingleFLOPs: NVIDIA's files, which then ignore SingleFLOPsMM / SingleFLOPsVEC)
+    named = {v for v, words in VENDOR_WORDS.items() if re.search(rf"\b({'|'.join(words)})\b", name, re.IGNORECASE)}
+    vendor = named.pop() if len(named) == 1 else "nvidia" if "SingleFLOPs" in raw else "amd"
     return Device(name=name.strip(), vendor=vendor, peak_gflops=peak, peak_vec_gflops=peak_vec,
                   num_sm=int(values.pop("num_sm")), cores_per_sm=int(values.pop("cores_per_sm")),
                   path=str(path), **values)

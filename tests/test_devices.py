@@ -35,6 +35,13 @@ def test_amd_format_has_matrix_and_vector_peaks():
     ("AMD X", {"SingleFLOPs": 50000}, "amd"),
     ("Test GPU", {"SingleFLOPs": 50000, "SingleFLOPsMM": 90000}, "nvidia"),
     ("Test GPU", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "amd"),
+    ("nvidia geforce rtx 4090", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "nvidia"),   # any case
+    ("amd instinct mi300x", {"SingleFLOPs": 50000}, "amd"),
+    ("GeForce RTX 4090", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "nvidia"),
+    ("Radeon Pro", {"SingleFLOPs": 50000}, "amd"),
+    ("LAMDA accel", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "amd"),     # no vendor word: the format
+    ("LAMDA accel", {"SingleFLOPs": 50000}, "nvidia"),
+    ("NVIDIA-AMD bridge", {"SingleFLOPs": 50000}, "nvidia"),                     # both named: the format
 ])
 def test_vendor_from_the_name_else_the_peak_format(tmp_path, name, peaks, vendor):
     raw = {k: v for k, v in GOOD.items() if not k.startswith("SingleFLOPs")}
