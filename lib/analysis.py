@@ -379,18 +379,20 @@ def floor_to_multiple(x, multiple: int = 32) -> np.ndarray:
 # Size guard (a trial of notebook 05, not used by any forecast): a GEMM is forecast no faster than the same GEMM with
 # its output rows M, its output columns K, or both rounded down to a multiple of 32 (M32 = 32 floor(M / 32)):
 #   guarded(B, M, N, K) = max(f(B, M, N, K), f(B, M32, N, K), f(B, M, N, K32), f(B, M32, N, K32))
-# Other rows keep f. Only the rounded shapes that differ from the row's own are predicted, in one call.
+# A linear layer's rows are B x M (lib.kernels.flatten_linear), so M is rounded after that fold. Other rows keep f.
+# Only the rounded shapes that differ from the row's own are predicted, in one call.
 def floor_guarded(df: pd.DataFrame, predict, multiple: int = 32) -> np.ndarray:
     """predict(df) with each GEMM row raised to the largest forecast of its shape rounded down as above (notebook 05)."""
+    from .kernels import flatten_linear
     from .ops import GEMM_OPS
-    df = df.reset_index(drop=True)
+    df = flatten_linear(df.reset_index(drop=True))
     out = np.asarray(predict(df), dtype=float).copy()
     g = df[df["op"].isin(GEMM_OPS)]
     shapes, owners = [], []
     for round_m, round_k in ((True, False), (False, True), (True, True)):
         v = g.assign(M=floor_to_multiple(g["M"], multiple) if round_m else g["M"],
                      K=floor_to_multiple(g["K"], multiple) if round_k else g["K"])
-        moved = ((v["M"] != g["M"]) | (v["K"] != g["K"])).to_numpy()
+        moved = ((v["M"] != g["M"]) & g["M"].notna() | (v["K"] != g["K"]) & g["K"].notna()).to_numpy()
         shapes.append(v[moved])
         owners.append(g.index.to_numpy()[moved])
     rounded = pd.concat(shapes)

@@ -248,14 +248,26 @@ def test_floor_to_multiple_by_hand():
 
 
 def test_floor_guarded_raises_a_gemm_to_its_rounded_shapes():
-    # a fake forecast that falls one row past a multiple of 32: f = M * K, halved where M is off the 32 grid
-    predict = lambda t: (t["M"] * t["K"] * np.where(t["M"] % 32 == 0, 1.0, 0.5)).to_numpy(float)
-    df = pd.DataFrame({"op": ["linear", "linear", "bmm", "softmax"], "B": [1, 1, 2, 1],
-                       "M": [129, 64, 33, 129], "N": [8, 8, 8, np.nan], "K": [10, 40, 64, np.nan], "H": 0})
+    # a fake forecast that halves for each output dim off the 32 grid (GEMMs), and falls with M (other ops)
+    calls = []
+
+    def predict(t):
+        calls.append(t.copy())
+        m, k = t["M"].to_numpy(float), t["K"].to_numpy(float)
+        half = lambda x: np.where(x % 32 == 0, 1.0, 0.5)
+        return np.where(t["op"].isin(["bmm", "linear"]).to_numpy(), m * k * half(m) * half(k), 1000 - m)
+
+    df = pd.DataFrame({"op": ["linear", "bmm", "linear", "bmm", "softmax", "bmm", "linear"],
+                       "B": [1, 2, 1, 2, 1, 1, 4], "M": [129, 64, 65, 64, 129, np.nan, 63],
+                       "N": 8, "K": [64, 33, 65, 64, np.nan, 64, 64], "H": 0},
+                      index=[10, 3, 7, 0, 5, 1, 2])                     # not a default index: results are by position
     out = A.floor_guarded(df, predict)
-    # row 0: f(129, 10) = 645, f(128, 10) = 1280 (K = 10 is not above 32, so not rounded)
-    # row 1: f(64, 40) = 2560, f(64, 32) = 2048: stays 2560
-    # row 2: f(33, 64) = 1056, f(32, 64) = 2048
-    # row 3: not a GEMM, keeps f: 129 * NaN -> NaN
-    assert out[:3].tolist() == [1280.0, 2560.0, 2048.0]
-    assert np.isnan(out[3])
+    expected = [128 * 64,      # M only: f(129, 64) = 4128 < f(128, 64) = 8192
+                64 * 32,       # K only: f(64, 33) = 1056 < f(64, 32) = 2048
+                64 * 64,       # both: f(65, 65) = 1056.25, one rounded 2080, both rounded 4096
+                64 * 64,       # on the grid: unchanged
+                1000 - 129,    # not a GEMM: not guarded, although f(128) = 872 would be larger
+                np.nan,        # M missing: NaN, and no rounded shape predicted for it
+                224 * 64]      # linear B = 4, M = 63: 252 rows (f 8064), rounded to 224 rows, not 4 x 32
+    np.testing.assert_array_equal(out, expected)
+    assert len(calls) == 2 and calls[1]["M"].notna().all() and calls[1]["op"].isin(["bmm", "linear"]).all()
