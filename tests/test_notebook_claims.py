@@ -953,3 +953,11 @@ def test_05_size_guard_trial():
     says(NB05, f"lowers the pooled BMM MAPE from {bmm.as_forecast_mape_pct:.2f}% to {bmm.guarded_mape_pct:.2f}% but "
                f"raises FC from {fc.as_forecast_mape_pct:.2f}% to {fc.guarded_mape_pct:.2f}% "
                f"(+{fc.change_pts:.2f} points; V100 +{logo.loc[('FC', 'Tesla V100-PCIE-32GB'), 'change_pts']:.2f})")
+    drops = table("e2e_size_guard_sweep").set_index(["sweep", "device"])
+    gpus = ("Tesla T4", "NVIDIA L4", "NVIDIA H200")
+    assert all(drops.loc[("guarded", d), "drops_one_past_32"] == 0 for d in gpus)
+    assert all(drops.loc[("as forecast", d), "drops_at_32"] == 0 for d in gpus)
+    past, at = ([int(drops.loc[(s, d), c]) for d in gpus] for s, c in (("as forecast", "drops_one_past_32"),
+                                                                       ("guarded", "drops_at_32")))
+    says(NB05, f"removes all those one row past a multiple of 32 ({past[0]} on T4, {past[1]} on L4, {past[2]} on H200)")
+    says(NB05, f"({at[0]}, {at[1]} and {at[2]} drops at multiples of 32, none before)")
