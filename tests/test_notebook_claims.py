@@ -961,3 +961,6 @@ def test_05_size_guard_trial():
                                                                        ("guarded", "drops_at_32")))
     says(NB05, f"removes all those one row past a multiple of 32 ({past[0]} on T4, {past[1]} on L4, {past[2]} on H200)")
     says(NB05, f"({at[0]}, {at[1]} and {at[2]} drops at multiples of 32, none before)")
+    worst = drops.loc["guarded", "worst_ratio"]     # the printed worst falls are the table's worst_ratio
+    says(NB05, f"on L4 the guarded forecast still falls {worst['NVIDIA L4']:.2f} times from M = 128 to M = 224, on T4 "
+               f"{worst['Tesla T4']:.2f} times")
