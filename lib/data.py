@@ -224,9 +224,14 @@ def fingerprint(vendor: str = "nvidia") -> str:
     return hashlib.sha256(manifest + code + extra + vendor.encode()).hexdigest()[:16]
 
 
+def kernel_table_path(vendor: str = "nvidia", fp: str | None = None) -> Path:
+    """build/cache/kernels-<vendor>-<fingerprint>.parquet, load_kernels' cache (fp None: the current fingerprint)."""
+    return paths.CACHE / f"kernels-{vendor}-{fp or fingerprint(vendor)}.parquet"
+
+
 def load_kernels(ops=None, devices=None, splits=None, vendor: str = "nvidia") -> pd.DataFrame:
     """Tidy kernel table, cached as parquet under build/cache/; filter by op, device, split."""
-    cache = paths.CACHE / f"kernels-{vendor}-{fingerprint(vendor)}.parquet"
+    cache = kernel_table_path(vendor)
     if cache.is_file():
         df = pd.read_parquet(cache)
     else:
@@ -241,6 +246,28 @@ def load_kernels(ops=None, devices=None, splits=None, vendor: str = "nvidia") ->
     if splits is not None:
         df = df[df["split"].isin([splits] if isinstance(splits, str) else list(splits))]
     return df.reset_index(drop=True)
+
+
+# An edit to the loader's code moves the fingerprint, and so every NeuSight predictor's cache key, even where the
+# kernel table comes out as it was. With $NEUSIGHT_MIGRATE_FROM set to the previous fingerprint, and the tables built
+# under both fingerprints equal, lib.predictors copies each missing model from its previous key instead of
+# retraining it (README, "Reproducibility and the predictor cache").
+MIGRATE_ENV = "NEUSIGHT_MIGRATE_FROM"
+
+
+def migration_source(vendor: str = "nvidia") -> str | None:
+    """The previous fingerprint named by $NEUSIGHT_MIGRATE_FROM once both kernel tables are found equal; None if unset."""
+    old = os.environ.get(MIGRATE_ENV, "").strip()
+    if not old or old == fingerprint(vendor):
+        return None
+    before = kernel_table_path(vendor, old)
+    if not before.is_file():
+        raise DataError(f"{MIGRATE_ENV}={old}: no kernel table {before} to compare with")
+    load_kernels(vendor=vendor)   # builds the current table if it is not cached yet
+    if not pd.read_parquet(before).equals(pd.read_parquet(kernel_table_path(vendor))):
+        raise DataError(f"{MIGRATE_ENV}={old}: the kernel table differs from {before.name}, so the models must retrain; "
+                        f"unset {MIGRATE_ENV}")
+    return old
 
 
 def main() -> None:

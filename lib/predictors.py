@@ -33,7 +33,7 @@ from . import roofline as roofline_mod
 from . import tiles as tiles_mod
 from . import train as train_mod
 from . import waves as waves_mod
-from .data import OP_CLASS, OP_CLASSES, fingerprint, load_kernels
+from .data import OP_CLASS, OP_CLASSES, fingerprint, load_kernels, migration_source
 from .devices import TRAIN_GPUS_NVIDIA
 from .features import EXTRA_FEATURES, FEATURES, add_features
 from .overhead import OverheadMLP, overhead_predict_ms
@@ -195,6 +195,12 @@ def _fit_state(op_class: str, cfg: TrainConfig, max_rows, features: tuple, names
     return {"model": model.state_dict(), **scaling}, info
 
 
+@functools.cache
+def _migration_source() -> str | None:
+    """lib.data.migration_source, checked once per process."""
+    return migration_source("nvidia")
+
+
 def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPredictor:
     """Train (or load from build/predictors/) the utilization MLP of one op class.
 
@@ -217,14 +223,18 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     # The key names everything the training table is made from (the dataset's fingerprint, the
     # loader and feature code) instead of the table itself, so a cache hit loads no data. The
     # overhead variant adds its own code, so the keys of every other config stay as they were.
-    key = train_mod.cache_key("neusight", op_class, cfg, max_rows, names, validation, n_devices, fingerprint("nvidia"),
-                              *[_code_text(c) for c in CODE], *_own_code(),
-                              *([_code_text(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []),
-                              *([_code_text(largest_rows), LARGEST_SHARE] if validation == "largest" else []),
-                              *([f"held_out_gpu={held_out}"] if held_out else []))
+    key_at = lambda data_fingerprint: train_mod.cache_key(
+        "neusight", op_class, cfg, max_rows, names, validation, n_devices, data_fingerprint,
+        *[_code_text(c) for c in CODE], *_own_code(),
+        *([_code_text(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []),
+        *([_code_text(largest_rows), LARGEST_SHARE] if validation == "largest" else []),
+        *([f"held_out_gpu={held_out}"] if held_out else []))
+    key = key_at(fingerprint("nvidia"))
     name = _cache_name(op_class, cfg, validation, overhead, held_out)
     if force:
         train_mod.cache_path(name, key).unlink(missing_ok=True)
+    elif previous := _migration_source():   # the same table under the previous fingerprint: copy, do not retrain
+        train_mod.copy_cached(name, key_at(previous), key)
 
     state, info = train_mod.cached(name, key, functools.partial(
         _fit_state, op_class, cfg, max_rows, features, names, validation, n_devices, overhead, held_out))

@@ -15,6 +15,7 @@ import inspect
 import io
 import json
 import os
+import shutil
 import sys
 import textwrap
 import time
@@ -256,6 +257,15 @@ def _log_model(path: Path, info: dict, was_cached: bool) -> None:
     if ledger:
         with open(ledger, "a") as f:
             f.write(json.dumps({"model": path.name, "cached": was_cached, "train_s": info.get("train_seconds")}) + "\n")
+
+
+def copy_cached(name: str, old_key: str, key: str) -> bool:
+    """Copy cache_path(name, old_key) to cache_path(name, key) where only the former exists (lib.data.MIGRATE_ENV)."""
+    old, new = cache_path(name, old_key), cache_path(name, key)
+    if new.is_file() or not old.is_file():
+        return False
+    paths.write_atomic(new, lambda tmp: shutil.copyfile(old, tmp))
+    return True
 
 
 def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple[dict, dict]:

@@ -112,3 +112,23 @@ def test_fingerprint_ignores_prose_in_the_loader(monkeypatch):
         return text + "\nX = 1\n" if self.name == "ops.py" else text
     monkeypatch.setattr(data.Path, "read_text", with_code)
     assert data.fingerprint() != before
+
+
+def test_migration_source_compares_the_two_tables(tmp_path, monkeypatch):
+    table = pd.DataFrame({"op": ["bmm", "ln"], "latency_ms": [1.0, 2.0]})
+    monkeypatch.setattr(data.paths, "CACHE", tmp_path)
+    monkeypatch.setattr(data, "fingerprint", lambda vendor="nvidia": "new")
+    monkeypatch.setattr(data, "load_kernels", lambda vendor="nvidia": table)
+    table.to_parquet(tmp_path / "kernels-nvidia-new.parquet", index=False)
+    monkeypatch.delenv(data.MIGRATE_ENV, raising=False)
+    assert data.migration_source() is None
+    monkeypatch.setenv(data.MIGRATE_ENV, "old")
+    with pytest.raises(data.DataError, match=r"NEUSIGHT_MIGRATE_FROM=old: no kernel table .*kernels-nvidia-old\.parquet"):
+        data.migration_source()
+    table.to_parquet(tmp_path / "kernels-nvidia-old.parquet", index=False)
+    assert data.migration_source() == "old"
+    table.iloc[:1].to_parquet(tmp_path / "kernels-nvidia-old.parquet", index=False)
+    with pytest.raises(data.DataError, match="differs from kernels-nvidia-old.parquet, so the models must retrain"):
+        data.migration_source()
+    monkeypatch.setenv(data.MIGRATE_ENV, "new")      # the current fingerprint: nothing to migrate
+    assert data.migration_source() is None

@@ -586,3 +586,15 @@ def test_numpy_numbers_in_a_config_key_like_python_ones():
     cfg = P.make_config({**TINY, "seed": np.int64(1), "lr": np.float32(0.5)})[0]
     assert type(cfg.seed) is int and type(cfg.lr) is float
     assert train.cache_key(cfg) == train.cache_key(P.make_config({**TINY, "seed": 1, "lr": 0.5})[0])
+
+
+def test_a_migration_copies_the_model_instead_of_retraining(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    first = P.train_predictor("LN", TINY)
+    previous = P.fingerprint("nvidia")
+    monkeypatch.setattr(P, "fingerprint", lambda vendor="nvidia": "moved")   # the loader's code changed ...
+    monkeypatch.setattr(P, "_migration_source", lambda: previous)           # ... and its table was found equal
+    second = P.train_predictor("LN", TINY)
+    assert second.info["cached"] and second.info["train_seconds"] == first.info["train_seconds"]   # copied, not trained
+    assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values()))
+    assert len(list(tmp_path.rglob("neusight-LN-*.pt"))) == 2              # the old key's file and the new one

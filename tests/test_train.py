@@ -125,3 +125,14 @@ def test_code_text_of_a_function_carries_the_constants_it_reads(monkeypatch):
     # functions, modules and source text are not constants; a module's text holds its constants already
     assert "\ntrain_mod =" not in train.code_text(overhead.OverheadMLP)
     assert train.code_text("X = 1\ndef f():\n    return X") == "X = 1\n\ndef f():\n    return X"
+
+
+def test_copy_cached_fills_only_a_missing_key(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    old = train.cache_path("m", "old")
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"weights")
+    assert train.copy_cached("m", "old", "new") and train.cache_path("m", "new").read_bytes() == b"weights"
+    train.cache_path("m", "new").write_bytes(b"mine")
+    assert not train.copy_cached("m", "old", "new") and train.cache_path("m", "new").read_bytes() == b"mine"
+    assert not train.copy_cached("m", "absent", "other") and not train.cache_path("m", "other").exists()
