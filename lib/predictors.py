@@ -20,6 +20,7 @@ inside the range of the GPUs the model learned from (lib.utilization.hold_mem_te
 from __future__ import annotations
 
 import functools
+import os
 import time
 from dataclasses import dataclass, replace
 
@@ -29,11 +30,12 @@ import torch
 from torch import nn
 
 from . import features as features_mod
+from . import ops as ops_mod
 from . import roofline as roofline_mod
 from . import tiles as tiles_mod
 from . import train as train_mod
 from . import waves as waves_mod
-from .data import OP_CLASS, OP_CLASSES, fingerprint, load_kernels, migration_source
+from .data import MIGRATE_ENV, OP_CLASS, OP_CLASSES, fingerprint, load_kernels, migration_source
 from .devices import TRAIN_GPUS_NVIDIA
 from .features import EXTRA_FEATURES, FEATURES, add_features
 from .overhead import OverheadMLP, overhead_predict_ms
@@ -124,6 +126,10 @@ def shape_groups(df: pd.DataFrame) -> np.ndarray:
 # The code a trained model depends on (its code_text, source without comments or docstrings, with the values of the
 # module constants a function reads, is part of the cache key): whole modules here, single functions below.
 CODE = (features_mod, tiles_mod, waves_mod, roofline_mod, *train_mod.FIT_CODE)
+# What turns the cached kernel table into training rows, named in the key beside the data fingerprint so that a
+# cache migration (lib.data.MIGRATE_ENV), which vouches for the cached table only, cannot skip an edit to them:
+# load_kernels' filters after its cache, and lib.ops, whose constants the CODE modules import (FP32_BYTES, GEMM_OPS).
+TABLE_CODE = (load_kernels, ops_mod)
 
 
 @functools.cache
@@ -196,9 +202,15 @@ def _fit_state(op_class: str, cfg: TrainConfig, max_rows, features: tuple, names
 
 
 @functools.cache
-def _migration_source() -> str | None:
-    """lib.data.migration_source, checked once per process."""
+def _migration_source_for(env_value: str, data_fingerprint: str) -> str | None:
+    """lib.data.migration_source for this variable's value and the current fingerprint (both only key the memo)."""
     return migration_source("nvidia")
+
+
+def _migration_source() -> str | None:
+    """lib.data.migration_source, checked once per value of its variable and data fingerprint."""
+    env_value = os.environ.get(MIGRATE_ENV, "").strip()
+    return _migration_source_for(env_value, fingerprint("nvidia")) if env_value else None
 
 
 def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPredictor:
@@ -225,7 +237,7 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     # overhead variant adds its own code, so the keys of every other config stay as they were.
     key_at = lambda data_fingerprint: train_mod.cache_key(
         "neusight", op_class, cfg, max_rows, names, validation, n_devices, data_fingerprint,
-        *[_code_text(c) for c in CODE], *_own_code(),
+        *[_code_text(c) for c in (*CODE, *TABLE_CODE)], *_own_code(),
         *([_code_text(c) for c in (OverheadMLP, overhead_predict_ms)] if overhead else []),
         *([_code_text(largest_rows), LARGEST_SHARE] if validation == "largest" else []),
         *([f"held_out_gpu={held_out}"] if held_out else []))
@@ -233,8 +245,8 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     name = _cache_name(op_class, cfg, validation, overhead, held_out)
     if force:
         train_mod.cache_path(name, key).unlink(missing_ok=True)
-    elif previous := _migration_source():   # the same table under the previous fingerprint: copy, do not retrain
-        train_mod.copy_cached(name, key_at(previous), key)
+    elif not train_mod.cache_path(name, key).is_file() and (previous := _migration_source()):
+        train_mod.copy_cached(name, key_at(previous), key)   # the same table under the previous fingerprint
 
     state, info = train_mod.cached(name, key, functools.partial(
         _fit_state, op_class, cfg, max_rows, features, names, validation, n_devices, overhead, held_out))

@@ -598,3 +598,28 @@ def test_a_migration_copies_the_model_instead_of_retraining(tmp_path, monkeypatc
     assert second.info["cached"] and second.info["train_seconds"] == first.info["train_seconds"]   # copied, not trained
     assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values()))
     assert len(list(tmp_path.rglob("neusight-LN-*.pt"))) == 2              # the old key's file and the new one
+
+
+def test_a_migration_still_retrains_after_an_edit_to_lib_ops(tmp_path, monkeypatch):
+    # lib.ops' constants shape the features but not the cached table: the key names them itself (TABLE_CODE)
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    P.train_predictor("LN", TINY)
+    previous = P.fingerprint("nvidia")
+    monkeypatch.setattr(P, "fingerprint", lambda vendor="nvidia": "moved")
+    monkeypatch.setattr(P, "_migration_source", lambda: previous)
+    real = P._code_text
+    monkeypatch.setattr(P, "_code_text", lambda obj: real(obj) + ("\nFP32_BYTES = 2\n" if obj is P.ops_mod else ""))
+    assert not P.train_predictor("LN", TINY).info["cached"]
+
+
+def test_the_migration_check_follows_the_variable_and_the_fingerprint(monkeypatch):
+    seen = []
+    monkeypatch.setattr(P, "migration_source", lambda vendor: seen.append(vendor) or "old")
+    P._migration_source_for.cache_clear()
+    monkeypatch.delenv(P.MIGRATE_ENV, raising=False)
+    assert P._migration_source() is None and seen == []
+    monkeypatch.setenv(P.MIGRATE_ENV, "old")
+    assert P._migration_source() == P._migration_source() == "old" and len(seen) == 1   # checked once ...
+    monkeypatch.setattr(P, "fingerprint", lambda vendor="nvidia": "another")
+    assert P._migration_source() == "old" and len(seen) == 2                           # ... per fingerprint
+    P._migration_source_for.cache_clear()
