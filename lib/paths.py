@@ -46,7 +46,9 @@ def write_atomic(path, write) -> Path:
     path = Path(path)
     if path.is_symlink():   # write the file the link points to, and keep the link
         path = path.resolve()
-    tmp = path.with_name(f".tmp-{path.name}")  # same suffixes: pandas infers the same compression
+    # one temporary file per process (two runs writing one cached model never share it); same suffixes, so pandas
+    # infers the same compression
+    tmp = path.with_name(f".tmp-{os.getpid()}-{path.name}")
     try:
         write(tmp)
         tmp.replace(path)

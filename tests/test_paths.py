@@ -27,3 +27,9 @@ def test_write_atomic_writes_through_a_symlink(tmp_path):
     paths.write_atomic(link, lambda tmp: tmp.write_text("new"))
     assert link.is_symlink() and target.read_text() == "new"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.csv", "target.csv"]   # no temporary left
+
+
+def test_write_atomic_uses_a_temporary_file_of_its_own_process(tmp_path):
+    seen = []
+    paths.write_atomic(tmp_path / "m.pt", lambda tmp: (seen.append(tmp.name), tmp.write_text("w")))
+    assert seen == [f".tmp-{os.getpid()}-m.pt"] and (tmp_path / "m.pt").read_text() == "w"
