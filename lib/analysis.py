@@ -1,8 +1,7 @@
-"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, machine balance, peaks reached,
-shape alignment, OOD errors shape by shape against the training GPUs' (notebooks 01-02, 04-05)."""
+"""Dataset summaries: coverage, tile usage, utilization vs waves fits, OOD ranges, peaks reached, shape alignment,
+OOD errors shape by shape against the training GPUs' (notebooks 01-02, 04). A forecast's warnings: lib.caveats;
+size sweeps: lib.size_steps."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -92,56 +91,6 @@ def ood_fraction(df: pd.DataFrame, features, train_mask, by: str = "device") -> 
     out["any"] = outside.any(axis=1).groupby(rest[by]).mean()
     out["rows"] = rest.groupby(by).size()
     return out
-
-
-# Machine balance [FLOP per byte] = peak_gflops / mem_bw_gbps: the arithmetic intensity at which a
-# kernel turns from memory-bound to compute-bound on that GPU.
-def balance_flop_per_byte(device) -> float:
-    """Peak fp32 FLOP/s per byte/s of memory bandwidth of a lib.devices.Device (notebook 05)."""
-    return device.peak_gflops / device.mem_bw_gbps
-
-
-def extrapolation_note(device) -> str | None:
-    """One line when a device file describes a tensor-parallel group, or a GPU that is not NVIDIA's or whose machine
-    balance lies outside the training GPUs' range, else None (notebook 05)."""
-    from .devices import TRAIN_GPUS_NVIDIA, all_devices
-    if Path(device.path).stem.endswith("_TP"):   # the dataset's name for a tensor-parallel group (lib.devices.device_files)
-        return (f"{device.path} describes a group of GPUs for tensor parallelism, not one GPU: its forecasts treat the "
-                "group's summed spec as a single GPU, which nothing here validates")
-    if device.vendor != "nvidia":
-        return (f"{device.name} is not an NVIDIA GPU: the NeuSight and Habitat-style predictors learned from NVIDIA "
-                "GPUs only and tile its kernels by CUDA's launch rules, so its forecasts are unvalidated (AMD is "
-                "future work)")
-    if device.name in TRAIN_GPUS_NVIDIA:
-        return None
-    known = [d for d in all_devices().values() if d.name in TRAIN_GPUS_NVIDIA]
-    lo, hi = (f(balance_flop_per_byte(d) for d in known) for f in (min, max))
-    b = balance_flop_per_byte(device)
-    if lo <= b <= hi:
-        return None
-    return (f"{device.name}'s machine balance ({b:.1f} FLOP/byte) lies outside the training GPUs' "
-            f"({lo:.1f}-{hi:.1f}); its forecasts extrapolate and can be far off for some kernels (notebook 05)")
-
-
-# A lower bound on a run's memory: fp32 weights (4 B per parameter), plus one gradient per weight in
-# training; activations, workspaces and the CUDA context come on top:
-#     min_memory_gb = 4 * parameters * (2 if training else 1) / 1e9
-FP32_BYTES_PER_PARAMETER = 4
-
-
-def min_memory_gb(parameters: int, mode: str) -> float:
-    """fp32 weights (+ gradients in training) of a model, in GB: a lower bound on its memory (notebook 05)."""
-    return FP32_BYTES_PER_PARAMETER * parameters * (2 if mode == "training" else 1) / 1e9
-
-
-def memory_note(parameters: int, mode: str, device) -> str | None:
-    """One line when a model's fp32 weights (+ gradients) alone exceed a device's memory, else None (notebook 05)."""
-    need_gb = min_memory_gb(parameters, mode)
-    if need_gb <= device.mem_gb:
-        return None
-    what = "weights and gradients" if mode == "training" else "weights"
-    return (f"the model's fp32 {what} alone ({parameters / 1e9:.2f} B parameters) need {need_gb:.1f} GB, more than "
-            f"{device.name}'s {device.mem_gb:g} GB: this run could not happen as forecast")
 
 
 # ---------------------------------------------------------------- what a spec sheet cannot tell
@@ -337,65 +286,4 @@ def error_by_even_split(soft: pd.DataFrame, column: str, longest_train_row: floa
     out = (frame.groupby(["split", "device", "beyond_training", "even"])
            .agg(kernels=("ratio", "size"), median_ratio=("ratio", "median"), mape_pct=("ape", "mean")).reset_index())
     out.insert(5, "share_pct", 100 * out["kernels"] / out.groupby(["split", "device"])["kernels"].transform("sum"))
-    return out
-
-
-# A larger kernel of the same kind should not run faster. Along a sweep of one size (the others fixed), step i
-# "falls" when its value lies more than `tolerance` below the largest value at any smaller size:
-#     falls_i = value_i < (1 - tolerance) * max(value_0 .. value_{i-1})
-def falls_below_running_max(values, tolerance: float = 0.01) -> np.ndarray:
-    """Per step of a sweep in increasing size (len - 1 entries): does it fall below the running maximum (notebook 05)."""
-    x = np.asarray(values, dtype=float)
-    return x[1:] < (1 - tolerance) * np.maximum.accumulate(x)[:-1]
-
-
-def drops_from_previous(values: pd.Series, tolerance: float = 0.01) -> list:
-    """Sizes (index values) whose value lies more than `tolerance` below that of the size just below (notebook 05)."""
-    s = values.sort_index()
-    x = s.to_numpy(float)
-    return s.index[1:][x[1:] < (1 - tolerance) * x[:-1]].tolist()
-
-
-def size_sweep_table(sweeps: dict, tolerance: float = 0.01) -> pd.DataFrame:
-    """One row per named sweep {name: Series of forecasts indexed by size}: steps, how many fall below the running
-    maximum by more than `tolerance`, and the largest running max / value (above 1: a larger size forecast faster;
-    notebook 05)."""
-    rows = []
-    for name, s in sweeps.items():
-        x = s.sort_index().to_numpy(float)
-        falls = falls_below_running_max(x, tolerance)
-        worst = np.maximum.accumulate(x)[:-1] / x[1:]
-        rows.append({"sweep": name, "steps": len(falls), "falls": int(falls.sum()),
-                     "worst_ratio": float(worst.max()) if len(falls) else np.nan})
-    return pd.DataFrame(rows)
-
-
-def floor_to_multiple(x, multiple: int = 32) -> np.ndarray:
-    """x rounded down to a multiple of `multiple` where it lies above one and is not one already, else x (notebook 05)."""
-    x = np.asarray(x, dtype=float)
-    return np.where((x > multiple) & (x % multiple != 0), np.floor(x / multiple) * multiple, x)
-
-
-# Size guard (a trial of notebook 05, not used by any forecast): a GEMM is forecast no faster than the same GEMM with
-# its output rows M, its output columns K, or both rounded down to a multiple of 32 (M32 = 32 floor(M / 32)):
-#   guarded(B, M, N, K) = max(f(B, M, N, K), f(B, M32, N, K), f(B, M, N, K32), f(B, M32, N, K32))
-# A linear layer's rows are B x M (lib.kernels.flatten_linear), so M is rounded after that fold. Other rows keep f.
-# Only the rounded shapes that differ from the row's own are predicted, in one call.
-def floor_guarded(df: pd.DataFrame, predict, multiple: int = 32) -> np.ndarray:
-    """predict(df) with each GEMM row raised to the largest forecast of its shape rounded down as above (notebook 05)."""
-    from .kernels import flatten_linear
-    from .ops import GEMM_OPS
-    df = flatten_linear(df.reset_index(drop=True))
-    out = np.asarray(predict(df), dtype=float).copy()
-    g = df[df["op"].isin(GEMM_OPS)]
-    shapes, owners = [], []
-    for round_m, round_k in ((True, False), (False, True), (True, True)):
-        v = g.assign(M=floor_to_multiple(g["M"], multiple) if round_m else g["M"],
-                     K=floor_to_multiple(g["K"], multiple) if round_k else g["K"])
-        moved = ((v["M"] != g["M"]) & g["M"].notna() | (v["K"] != g["K"]) & g["K"].notna()).to_numpy()
-        shapes.append(v[moved])
-        owners.append(g.index.to_numpy()[moved])
-    rounded = pd.concat(shapes)
-    if len(rounded):
-        np.maximum.at(out, np.concatenate(owners), np.asarray(predict(rounded), dtype=float))
     return out

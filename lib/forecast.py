@@ -7,8 +7,8 @@
 prints {"latency_ms", "forward_ms", "backward_ms", "kernels"}; --kernels-out PATH also writes the predicted kernel
 table (one row per distinct kernel: phase, block, op class, shape, count, pred_ms, total_ms) as CSV, to see where
 the time goes. One-line warnings on stderr: a GPU whose machine
-balance lies outside the training GPUs' (lib.analysis.extrapolation_note); a model whose fp32 weights (+ gradients)
-alone exceed the GPU's memory (lib.analysis.memory_note). Kernels run one after another,
+balance lies outside the training GPUs' (lib.caveats.extrapolation_note); a model whose fp32 weights (+ gradients)
+alone exceed the GPU's memory (lib.caveats.memory_note). Kernels run one after another,
 so a model's latency is the sum of its kernels' latencies (DESIGN.md):
     latency_ms = sum_k count_k * pred_ms_k,  forward_ms over phase 'fw', backward_ms over 'bw'.
 Each distinct kernel shape is predicted once. Optionally (--calibrate; off by default, as notebook 05
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .analysis import extrapolation_note, memory_note
+from .caveats import extrapolation_note, memory_note
 from .cli import Parser
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise

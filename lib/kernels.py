@@ -11,7 +11,7 @@ lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the
 GPUs; the trained weights are cached under build/predictors/; for a GPU never trained on, the classes with
 `envelope` on are capped by the forecasts of the training GPUs it dominates, lib.envelope). The result goes to the file
 (`--output -`: to standard output); progress to stderr; bad input exits non-zero with one line. A GPU whose machine
-balance lies outside the training GPUs' gets a one-line warning on stderr (lib.analysis.extrapolation_note).
+balance lies outside the training GPUs' gets a one-line warning on stderr (lib.caveats.extrapolation_note).
 Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-bound:
     latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
 """
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .analysis import extrapolation_note
+from .caveats import extrapolation_note
 from .cli import Parser
 from .data import OP_CLASS
 from .devices import Device, DeviceError, device_by_name, load_device

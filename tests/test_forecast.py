@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import analysis, calibration, paths
+from lib import calibration, paths
 from lib.devices import TRAIN_GPUS_NVIDIA, load_device
 from lib.forecast import forecast, forecast_sweep, forecast_table, summarize
 from lib.labels import PAPER_SEQ, LabelError, load_labels, paper_e2e_table, paper_fusion_table
@@ -77,14 +77,6 @@ def test_write_atomic_leaves_old_file_when_writing_fails(tmp_path):
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
     paths.write_atomic(path, lambda tmp: tmp.write_text("new"))
     assert path.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
-
-
-def test_memory_note_hand_case():
-    dev = load_device(L4)   # 24 GB
-    assert analysis.min_memory_gb(10**9, "training") == 8.0 and analysis.min_memory_gb(10**9, "inference") == 4.0
-    assert analysis.memory_note(3 * 10**9, "training", dev) is None                 # 24.0 GB: fits exactly
-    assert analysis.memory_note(6 * 10**9, "inference", dev) is None
-    assert "fp32 weights alone (7.00 B parameters) need 28.0 GB" in analysis.memory_note(7 * 10**9, "inference", dev)
 
 
 @pytest.mark.parametrize("bad, msg", [

@@ -1,0 +1,58 @@
+"""Hand-computed cases for lib.size_steps: falls along a size sweep, drops, the size guard."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import size_steps as S
+
+
+def test_falls_below_running_max_by_hand():
+    # steps: 2.0 rises; 1.95 stays within 5% of 2.0; 1.5 falls (below 0.95 x 2.0); 2.5 rises; 2.0 falls (below 2.375)
+    falls = S.falls_below_running_max([1.0, 2.0, 1.95, 1.5, 2.5, 2.0], tolerance=0.05)
+    assert falls.tolist() == [False, False, True, False, True]
+    # the default tolerance, 1%: 1.95 now falls too (below 0.99 x 2.0 = 1.98), 1.99 does not
+    assert S.falls_below_running_max([2.0, 1.95, 1.99]).tolist() == [True, False]
+
+
+def test_size_sweep_table_sorts_by_size_first():
+    # by size: 2.5 (1), 1.5 (2), 2.0 (3), 2.0 (4): every later step lies below 0.99 x 2.5; worst 2.5 / 1.5
+    table = S.size_sweep_table({"a": pd.Series([2.0, 1.5, 2.5, 2.0], index=[4, 2, 1, 3])})
+    assert table.to_dict("records") == [{"sweep": "a", "steps": 3, "falls": 3, "worst_ratio": pytest.approx(2.5 / 1.5)}]
+
+
+def test_drops_from_previous_by_hand():
+    # by size: 1.0 (1), 2.0 (2), 1.5 (3), 1.49 (4), 3.0 (5): 3 drops from 2.0; 4 stays within 1% of 1.5
+    values = pd.Series([3.0, 1.0, 2.0, 1.5, 1.49], index=[5, 1, 2, 3, 4])
+    assert S.drops_from_previous(values) == [3]
+    assert S.drops_from_previous(values, tolerance=0.0) == [3, 4]
+
+
+def test_floor_to_multiple_by_hand():
+    assert S.floor_to_multiple([1, 32, 33, 63, 64, 65, 129]).tolist() == [1, 32, 32, 32, 64, 64, 128]
+    assert S.floor_to_multiple([100], multiple=64).tolist() == [64]
+
+
+def test_floor_guarded_raises_a_gemm_to_its_rounded_shapes():
+    # a fake forecast that halves for each output dim off the 32 grid (GEMMs), and falls with M (other ops)
+    calls = []
+
+    def predict(t):
+        calls.append(t.copy())
+        m, k = t["M"].to_numpy(float), t["K"].to_numpy(float)
+        half = lambda x: np.where(x % 32 == 0, 1.0, 0.5)
+        return np.where(t["op"].isin(["bmm", "linear"]).to_numpy(), m * k * half(m) * half(k), 1000 - m)
+
+    df = pd.DataFrame({"op": ["linear", "bmm", "linear", "bmm", "softmax", "bmm", "linear"],
+                       "B": [1, 2, 1, 2, 1, 1, 4], "M": [129, 64, 65, 64, 129, np.nan, 63],
+                       "N": 8, "K": [64, 33, 65, 64, np.nan, 64, 64], "H": 0},
+                      index=[10, 3, 7, 0, 5, 1, 2])                     # not a default index: results are by position
+    out = S.floor_guarded(df, predict)
+    expected = [128 * 64,      # M only: f(129, 64) = 4128 < f(128, 64) = 8192
+                64 * 32,       # K only: f(64, 33) = 1056 < f(64, 32) = 2048
+                64 * 64,       # both: f(65, 65) = 1056.25, one rounded 2080, both rounded 4096
+                64 * 64,       # on the grid: unchanged
+                1000 - 129,    # not a GEMM: not guarded, although f(128) = 872 would be larger
+                np.nan,        # M missing: NaN, and no rounded shape predicted for it
+                224 * 64]      # linear B = 4, M = 63: 252 rows (f 8064), rounded to 224 rows, not 4 x 32
+    np.testing.assert_array_equal(out, expected)
+    assert len(calls) == 2 and calls[1]["M"].notna().all() and calls[1]["op"].isin(["bmm", "linear"]).all()
