@@ -63,12 +63,13 @@ def predict_table(kernels: pd.DataFrame, device: Device, method: str = "neusight
 
 def _calibration_key(method: str, tiles: str, cfg_by_class: dict | None) -> str:
     from .data import fingerprint   # the kernel dataset the predictors learn from
-    from .train import code_text     # comments and docstrings do not reach the key
+    from .train import cache_folder, code_text   # comments and docstrings do not reach the key
     here = Path(__file__).parent
     src = "".join(code_text((here / f).read_text()) for f in _CALIBRATION_CODE if (here / f).exists()).encode()
     labels = sorted(str(p.relative_to(paths.LABELS)) for p in paths.LABELS.glob("*/*.json"))
     blob = json.dumps({"method": method, "tiles": tiles, "cfg": cfg_by_class, "labels": labels,
-                       "data": fingerprint("nvidia")}, sort_keys=True, default=str).encode()
+                       "data": fingerprint("nvidia"), "predictors": cache_folder()},   # how they were trained
+                      sort_keys=True, default=str).encode()
     return hashlib.sha256(src + blob).hexdigest()[:16]
 
 
@@ -283,6 +284,7 @@ def main(argv=None) -> int:
     if args.kernels_out and (problem := paths.output_problem(args.kernels_out, (args.model, args.device))):
         print(f"error: --kernels-out {args.kernels_out}: {problem}", file=sys.stderr)
         return 2
+    from .data import DataError
     from .kernels import KernelInputError
     try:
         device = load_device(args.device)
@@ -290,7 +292,7 @@ def main(argv=None) -> int:
                                method=args.method, calibrate=args.calibrate)
         result = summarize(table)
         parameters = parameter_count(args.model)
-    except (DeviceError, GraphError, KernelInputError, ValueError) as e:
+    except (DataError, DeviceError, GraphError, KernelInputError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not np.isfinite(result["latency_ms"]):

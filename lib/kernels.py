@@ -28,7 +28,7 @@ import pandas as pd
 from . import paths
 from .caveats import extrapolation_note
 from .cli import Parser
-from .data import OP_CLASS
+from .data import OP_CLASS, DataError
 from .devices import Device, DeviceError, device_by_name, load_device
 from .envelope import cap
 from .features import add_features
@@ -284,7 +284,7 @@ def main(argv=None) -> int:
             print(f"note: {args.input} has a pred_ms column; the output replaces it", file=sys.stderr)
         # the input's cells go out as they were read: a blank cell must not turn a column of integers into floats
         as_read = pd.read_csv(args.input, index_col=False, dtype=str, keep_default_na=False)
-    except (KernelInputError, DeviceError) as e:
+    except (KernelInputError, DeviceError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:

@@ -286,8 +286,6 @@ def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     torch.save({"state": state, "info": info}, buf)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(path)
+    paths.write_atomic(path, lambda tmp: tmp.write_bytes(buf.getvalue()))
     _log_model(path, info, False)
     return state, {**info, "cached": False}

@@ -1,5 +1,6 @@
 """Tests of lib.forecast, lib.labels and lib.calibration (notebook 05); roofline keeps them fast."""
 import json
+import os
 import subprocess
 import sys
 
@@ -379,3 +380,22 @@ def test_cli_says_fused_training_is_unvalidated():
     assert training.returncode == 0 and "every fused label of the dataset is inference" in training.stderr
     assert inference.returncode == 0 and "every fused label" not in inference.stderr
     assert json.loads(training.stdout)["backward_ms"] > 0
+
+
+def test_cli_a_bad_cache_migration_is_one_line(tmp_path):
+    # NEUSIGHT_MIGRATE_FROM names a fingerprint with no kernel table to compare with: lib.data.DataError, one line
+    env = {**os.environ, "NEUSIGHT_BUILD": str(tmp_path / "build"), "NEUSIGHT_MIGRATE_FROM": "0123456789abcdef"}
+    args = ["--model", GPT2, "--device", L4, "--batch", 1, "--seq", 128, "--mode", "inference"]
+    r = subprocess.run([sys.executable, "-m", "lib.forecast", *map(str, args)], capture_output=True, text=True,
+                       cwd=paths.ROOT, env=env, timeout=900)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: NEUSIGHT_MIGRATE_FROM=0123456789abcdef: no kernel table")
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_calibration_key_names_how_the_predictors_were_trained(monkeypatch):
+    from lib import forecast as forecast_mod, train
+    key = forecast_mod._calibration_key("neusight", "spec", None)
+    assert forecast_mod._calibration_key("neusight", "spec", None) == key
+    monkeypatch.setattr(train, "cache_folder", lambda: "torch0-numpy0-pandas0-blas-other-threads1")
+    assert forecast_mod._calibration_key("neusight", "spec", None) != key   # weights trained another way

@@ -1,6 +1,7 @@
 """python -m lib.kernels (DESIGN.md contract) and lib.kernels.predict_kernels, with tiny predictors."""
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -240,3 +241,15 @@ def test_cli_writes_the_input_cells_as_they_were_read(tmp_path):
     lines = out.read_text().splitlines()
     assert lines[0] == "OPName,B,M,N,K,H,tag,pred_ms"
     assert lines[1].startswith("bmm,8,512,512,64,,a,") and lines[2].startswith("add,2,,,,3,b,")
+
+
+def test_cli_a_bad_cache_migration_is_one_line(tiny_config, tmp_path):
+    # NEUSIGHT_MIGRATE_FROM names a fingerprint with no kernel table to compare with: lib.data.DataError, one line
+    inp = tmp_path / "k.csv"
+    KERNELS.to_csv(inp, index=False)
+    env = {**os.environ, "NEUSIGHT_BUILD": str(tmp_path / "build"), "NEUSIGHT_MIGRATE_FROM": "0123456789abcdef"}
+    r = subprocess.run([sys.executable, "-m", "lib.kernels", "--device", H200, "--input", inp, "--output", "-",
+                        "--config", tiny_config], capture_output=True, text=True, cwd=paths.ROOT, env=env, timeout=900)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith("error: NEUSIGHT_MIGRATE_FROM=0123456789abcdef: no kernel table")
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -136,3 +136,26 @@ def test_copy_cached_fills_only_a_missing_key(tmp_path, monkeypatch):
     train.cache_path("m", "new").write_bytes(b"mine")
     assert not train.copy_cached("m", "old", "new") and train.cache_path("m", "new").read_bytes() == b"mine"
     assert not train.copy_cached("m", "absent", "other") and not train.cache_path("m", "other").exists()
+
+
+def test_cached_writes_through_one_temporary_file_per_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    build = lambda: ({"w": torch.ones(2)}, {})
+    # a write that fails halfway (disk full) leaves neither a model nor a temporary file behind
+    write_bytes = type(tmp_path).write_bytes
+
+    def half_then_full(self, data):
+        write_bytes(self, data[: len(data) // 2])
+        raise OSError("disk full")
+
+    monkeypatch.setattr(type(tmp_path), "write_bytes", half_then_full)
+    with pytest.raises(OSError):
+        train.cached("m", "k", build)
+    monkeypatch.setattr(type(tmp_path), "write_bytes", write_bytes)
+    folder = train.cache_path("m", "k").parent
+    assert list(folder.iterdir()) == []
+    # a stale temporary file of the old fixed name (another run's) is neither read nor moved into place
+    (folder / "m-k.tmp").write_bytes(b"half-written")
+    state, info = train.cached("m", "k", build)
+    assert not info["cached"] and torch.equal(torch.load(train.cache_path("m", "k"))["state"]["w"], torch.ones(2))
+    assert sorted(p.name for p in folder.iterdir()) == ["m-k.pt", "m-k.tmp"]
