@@ -102,9 +102,11 @@ def parse_device(raw: dict, path: Path | str = "<dict>") -> Device:
         peak_vec = _number(raw, "SingleFLOPsVEC", path, "GFLOP/s", PEAK_RANGE_GFLOPS)
     else:
         raise DeviceError(f"{path}: missing field 'SingleFLOPs' (or 'SingleFLOPsMM' and 'SingleFLOPsVEC')")
-    # vendor: the name decides where it names exactly one (whole words, any case); otherwise the peak's format does
-    # (SingleFLOPs: NVIDIA's files, which then ignore SingleFLOPsMM / SingleFLOPsVEC)
-    named = {v for v, words in VENDOR_WORDS.items() if re.search(rf"\b({'|'.join(words)})\b", name, re.IGNORECASE)}
+    # vendor: the name decides where it names exactly one (whole words, any case, between any non-alphanumerics, so
+    # "AMD_Instinct_MI300X" too); otherwise the peak's format does (SingleFLOPs: NVIDIA's files, which then ignore
+    # SingleFLOPsMM / SingleFLOPsVEC)
+    named = {v for v, words in VENDOR_WORDS.items()
+             if re.search(rf"(?<![a-z0-9])({'|'.join(words)})(?![a-z0-9])", name, re.IGNORECASE)}
     vendor = named.pop() if len(named) == 1 else "nvidia" if "SingleFLOPs" in raw else "amd"
     return Device(name=name.strip(), vendor=vendor, peak_gflops=peak, peak_vec_gflops=peak_vec,
                   num_sm=int(values.pop("num_sm")), cores_per_sm=int(values.pop("cores_per_sm")),

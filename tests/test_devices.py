@@ -42,6 +42,10 @@ def test_amd_format_has_matrix_and_vector_peaks():
     ("LAMDA accel", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "amd"),     # no vendor word: the format
     ("LAMDA accel", {"SingleFLOPs": 50000}, "nvidia"),
     ("NVIDIA-AMD bridge", {"SingleFLOPs": 50000}, "nvidia"),                     # both named: the format
+    ("AMD_Instinct_MI300X", {"SingleFLOPs": 50000}, "amd"),                      # words between underscores
+    ("NVIDIA_RTX_4090", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "nvidia"),
+    ("Tesla_V100-PCIE", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "nvidia"),
+    ("NVIDIAX", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "amd"),      # not a whole word: the format
 ])
 def test_vendor_from_the_name_else_the_peak_format(tmp_path, name, peaks, vendor):
     raw = {k: v for k, v in GOOD.items() if not k.startswith("SingleFLOPs")}
