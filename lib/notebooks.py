@@ -76,21 +76,9 @@ def prepare(kind: str, notebooks: list[Path]) -> None:
                             kernel_name="python3", progress_bar=False)
 
 
-def _cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo, else platform.processor()): with the same vector ISA, another CPU can
-    still train other weights (its math libraries may pick other kernels; README, Reproducibility)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def provenance(outputs: list[Path]) -> None:
     """figures/PROVENANCE.json: commit, date, machine and wall time per notebook of the last full run."""
-    from .train import numeric_env    # torch: imported only here
+    from .train import cpu_model, numeric_env    # torch: imported only here
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=paths.ROOT).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "lib", "notebooks", "params"],
                                 capture_output=True, text=True, cwd=paths.ROOT).stdout.strip())
@@ -108,7 +96,7 @@ def provenance(outputs: list[Path]) -> None:
     record = {"commit": commit, "uncommitted_changes": dirty,
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": {"platform": platform.platform(), "processor": platform.machine(),
-                          "cpu_model": _cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                          "cpu_model": cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version(),
                           **numeric_env()},
               "wall_s_per_notebook": times}
     if cold:

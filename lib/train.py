@@ -15,6 +15,8 @@ import inspect
 import io
 import json
 import os
+import platform
+import re
 import shutil
 import sys
 import textwrap
@@ -71,6 +73,19 @@ TRAINING_LIBRARIES = ("torch", "numpy", "pandas")
 def library_versions() -> dict:
     """Installed version of each of TRAINING_LIBRARIES, e.g. {"torch": "2.13.0+cpu", ...} (notebook 03)."""
     return {name: version(name) for name in TRAINING_LIBRARIES}
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo, else platform.processor()): with the same vector ISA, MKL_CBWR and BLAS
+    fingerprint, an Intel Xeon trained other weights than the AMD EPYC of the committed run (README, Reproducibility)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def numeric_env() -> dict:
@@ -237,10 +252,15 @@ def cache_key(*parts) -> str:
     return h.hexdigest()[:16]
 
 
+# The CPU model names the folder too: on 2026-11-26 an Intel Xeon whose BLAS fingerprint equals the AMD EPYC's of the
+# committed run trained other weights from the same code and data (README, Reproducibility), so the fingerprint alone
+# does not keep apart weights trained another way.
 def cache_folder() -> str:
-    """torch<v>-numpy<v>-pandas<v>-blas-<fingerprint>-threads<N>: one folder per numeric environment (notebook 03)."""
+    """torch<v>-numpy<v>-pandas<v>-<cpu model>-blas-<fingerprint>-threads<N>: one folder per numeric environment
+    (notebook 03)."""
     libraries = "-".join(f"{name}{v}" for name, v in library_versions().items())
-    return f"{libraries}-blas-{blas_fingerprint()}-threads{TRAIN_THREADS}"
+    cpu = re.sub(r"[^a-z0-9]+", "-", cpu_model().lower().replace("(r)", "").replace("(tm)", "")).strip("-")
+    return f"{libraries}-{cpu}-blas-{blas_fingerprint()}-threads{TRAIN_THREADS}"
 
 
 def cache_path(name: str, key: str) -> Path:

@@ -35,7 +35,7 @@ def test_provenance_records_the_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "FIGURES", tmp_path)
     notebooks.provenance([])
     machine = json.loads((tmp_path / "PROVENANCE.json").read_text())["machine"]
-    assert machine["cpu_model"].strip() and machine["cpu_model"] == notebooks._cpu_model()
+    assert machine["cpu_model"].strip() and machine["cpu_model"] == train.cpu_model()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():   # read independently: the first 'model name' line
         names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]

@@ -80,11 +80,15 @@ def test_code_text_ignores_prose_but_not_code():
     assert train.cache_key(train.code_text(src)) == train.cache_key(train.code_text(prose)) != train.cache_key(train.code_text(code))
 
 
-def test_predictor_cache_is_kept_apart_per_blas_fingerprint_and_library_versions(monkeypatch):
+def test_predictor_cache_is_kept_apart_per_cpu_blas_fingerprint_and_library_versions(monkeypatch):
     path = train.cache_path("neusight-LN", "0123")
     versions = train.library_versions()
-    assert path.parent.name == (f"torch{versions['torch']}-numpy{versions['numpy']}-pandas{versions['pandas']}"
-                                f"-blas-{train.blas_fingerprint()}-threads{train.TRAIN_THREADS}")
+    monkeypatch.setattr(train, "cpu_model", lambda: "AMD EPYC")
+    assert train.cache_path("neusight-LN", "0123").parent.name == (
+        f"torch{versions['torch']}-numpy{versions['numpy']}-pandas{versions['pandas']}"
+        f"-amd-epyc-blas-{train.blas_fingerprint()}-threads{train.TRAIN_THREADS}")
+    monkeypatch.setattr(train, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")   # the same fingerprint
+    assert "-intel-xeon-platinum-8480-blas-" in train.cache_path("neusight-LN", "0123").parent.name
     monkeypatch.setattr(train, "library_versions", lambda: {**versions, "torch": "9.9.9"})
     assert train.cache_path("neusight-LN", "0123").parent.name.startswith("torch9.9.9-numpy")
     assert path.parent.parent == paths.BUILD / "predictors" and path.name == "neusight-LN-0123.pt"
