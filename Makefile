@@ -12,7 +12,7 @@ FULL_RUNS := $(addprefix build/notebooks/,$(addsuffix .ipynb,$(NAMES)))
 SMOKE_RUNS := $(addprefix build/smoke/,$(addsuffix .ipynb,$(NAMES)))
 LIB := $(wildcard lib/*.py)
 
-.PHONY: help setup data figures test unit notebooks-smoke bench clean
+.PHONY: help setup data figures test unit notebooks-smoke repro bench clean
 .DEFAULT_GOAL := help
 
 help: ## list the targets
@@ -48,6 +48,9 @@ unit: data
 notebooks-smoke: data ## prepare smoke notebooks (papermill parameters) and run them under nbval
 	$(PY) -m lib.notebooks prepare smoke $(NOTEBOOKS)
 	cd build/smoke && NEUSIGHT_FIGURES=$(CURDIR)/build/smoke/figures ../../$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --rootdir=. $(addsuffix .ipynb,$(NAMES))
+
+repro: data ## one minute: does this machine train the committed weights? (lib.repro; exit 1 if not)
+	$(PY) -m lib.repro
 
 bench: data ## measure set-up, data load, training and forecast speed: figures/tables/bench.csv
 	$(PY) -m lib.bench

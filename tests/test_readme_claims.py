@@ -61,6 +61,21 @@ def test_reference_machine_matches_provenance():
     say(f"{machine['cpu_capability']} like the reference")   # the reference's ISA as PROVENANCE records it
 
 
+def test_second_cpu_against_the_committed_scores():
+    """The committed scores of the predictor `make repro` retrains, and the reference machine's cache folder, as the
+    README quotes them beside the Intel Xeon's (figures/tables/predictor_scaling.csv, figures/PROVENANCE.json)."""
+    from lib import repro
+    committed = repro.reference_scores()
+    say(f"against the committed {committed['in_dist_mape']:.2f}% and {committed['ood_mape']:.2f}%")
+    say(f"17.85 / 14.03 against {committed['in_dist_mape']:.2f} / {committed['ood_mape']:.2f} on the Intel Xeon")
+    mlp16 = one(table("predictor_scaling"), predictor="MLP", layers=16)
+    say(f"8,924% against {mlp16.ood_mape:,.0f}%")
+    machine = json.loads((ROOT / "figures" / "PROVENANCE.json").read_text())["machine"]
+    say("as the AMD EPYC of the committed run" if machine["cpu_model"] == "AMD EPYC" else machine["cpu_model"])
+    libs = "-".join(f"{k}{v}" for k, v in machine["libraries"].items())
+    say(f"`{libs}-amd-epyc-blas-{machine['blas_fingerprint']}-threads{machine['train_threads']}`")
+
+
 def _h_min(seconds: float) -> str:
     """'3 h 27 min', '19 min', as the README writes a duration."""
     h, m = divmod(round(seconds / 60), 60)

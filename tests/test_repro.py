@@ -1,0 +1,30 @@
+"""lib.repro: the committed scores, the comparison at the table's precision, and a scratch folder for its models."""
+import pandas as pd
+import pytest
+
+from lib import paths, repro
+
+TINY = {"BMM": {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}}
+
+
+def test_same_as_table_compares_at_four_significant_digits():
+    assert repro.same_as_table(16.9512, 16.95) and repro.same_as_table(3.22449e4, 3.224e4)
+    assert not repro.same_as_table(16.956, 16.95) and not repro.same_as_table(17.85, 16.95)
+
+
+def test_reference_scores_read_the_committed_row(tmp_path):
+    committed = pd.read_csv(paths.ROOT / "figures" / "tables" / "predictor_scaling.csv")
+    row = committed[committed.predictor == "NeuSight (spec tiles)"].iloc[0]
+    assert repro.reference_scores() == {"in_dist_mape": row.in_dist_mape, "ood_mape": row.ood_mape}
+    committed[committed.predictor != "NeuSight (spec tiles)"].to_csv(tmp_path / "predictor_scaling.csv", index=False)
+    with pytest.raises(ValueError, match="expected one row 'NeuSight \\(spec tiles\\)', found 0"):
+        repro.reference_scores(tmp_path)
+
+
+def test_check_trains_in_a_scratch_folder_and_compares(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path / "build")   # the project's cache, for this test
+    same, table = repro.check(TINY)
+    assert not (tmp_path / "build").exists() and paths.BUILD == tmp_path / "build"   # nothing written there
+    assert list(table.index) == ["in_dist_mape", "ood_mape"] and list(table.columns) == ["committed", "this machine", "same"]
+    assert not same and not table["same"].any()   # a one-epoch model of width 8 is not the committed one
+    assert table["committed"].to_dict() == repro.reference_scores()
