@@ -78,7 +78,7 @@ def prepare(kind: str, notebooks: list[Path]) -> None:
 
 def provenance(outputs: list[Path]) -> None:
     """figures/PROVENANCE.json: commit, date, machine and wall time per notebook of the last full run."""
-    from .train import cpu_model, numeric_env    # torch: imported only here
+    from .train import numeric_env    # torch: imported only here
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=paths.ROOT).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "lib", "notebooks", "params"],
                                 capture_output=True, text=True, cwd=paths.ROOT).stdout.strip())
@@ -96,7 +96,7 @@ def provenance(outputs: list[Path]) -> None:
     record = {"commit": commit, "uncommitted_changes": dirty,
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": {"platform": platform.platform(), "processor": platform.machine(),
-                          "cpu_model": cpu_model(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                          "cpus": os.cpu_count(), "python": platform.python_version(),
                           **numeric_env()},
               "wall_s_per_notebook": times}
     if cold:

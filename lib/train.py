@@ -89,8 +89,10 @@ def cpu_model() -> str:
 
 
 def numeric_env() -> dict:
-    """Thread count, vector ISA, MKL's kernels and library versions, which with code and data decide the weights (notebook 03)."""
-    return {"train_threads": TRAIN_THREADS, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    """Thread count, CPU model, vector ISA, MKL's kernels and library versions, which with code and data decide the
+    weights (notebook 03)."""
+    return {"train_threads": TRAIN_THREADS, "cpu_model": cpu_model(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
             "mkl_cbwr": os.environ.get("MKL_CBWR", ""), "blas_fingerprint": blas_fingerprint(),
             "libraries": library_versions()}
 
