@@ -56,14 +56,20 @@ def same_as_table(now: float, committed: float) -> bool:
 
 def check(cfg_by_class: dict | None = None) -> tuple[bool, pd.DataFrame]:
     """(all equal, table of committed vs now) for the predictor trained in a scratch folder (lib.repro)."""
+    from . import predictors
     committed = reference_scores()
-    build = paths.BUILD
+    build, loaded = paths.BUILD, dict(predictors._LOADED)
     with tempfile.TemporaryDirectory(prefix="neusight-repro-") as scratch:
-        paths.BUILD = Path(scratch)   # trained models go here; the kernel table stays in paths.CACHE
+        # trained models go to the scratch folder (the kernel table stays in paths.CACHE), and none is taken from
+        # this process's memo of loaded predictors (lib.predictors.get_predictor), which may hold cached weights
+        paths.BUILD = Path(scratch)
+        predictors._LOADED.clear()
         try:
             now = score_bmm_predictor(cfg_by_class)
         finally:
             paths.BUILD = build
+            predictors._LOADED.clear()
+            predictors._LOADED.update(loaded)
     table = pd.DataFrame({"committed": committed, "this machine": now})
     table["same"] = [same_as_table(now[k], committed[k]) for k in table.index]
     return bool(table["same"].all()), table

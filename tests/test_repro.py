@@ -1,8 +1,12 @@
 """lib.repro: the committed scores, the comparison at the table's precision, and a scratch folder for its models."""
+import json
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 
-from lib import paths, repro
+from lib import paths, predictors, repro
 
 TINY = {"BMM": {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}}
 
@@ -23,8 +27,30 @@ def test_reference_scores_read_the_committed_row(tmp_path):
 
 def test_check_trains_in_a_scratch_folder_and_compares(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "BUILD", tmp_path / "build")   # the project's cache, for this test
+    monkeypatch.setattr(predictors, "_LOADED", {})             # this process's memo, for this test
+    loaded = predictors.get_predictor("BMM", TINY["BMM"])      # this process already holds the model
+    ledger = tmp_path / "models.jsonl"
+    monkeypatch.setenv(paths.MODEL_LEDGER_ENV, str(ledger))
     same, table = repro.check(TINY)
-    assert not (tmp_path / "build").exists() and paths.BUILD == tmp_path / "build"   # nothing written there
+    # trained anew (the ledger logs it, not a memo or cache hit), in the scratch folder: the project's cache still
+    # holds only the model loaded above
+    assert [json.loads(line)["cached"] for line in ledger.read_text().splitlines()] == [False]
+    assert len(list((tmp_path / "build").rglob("*.pt"))) == 1 and paths.BUILD == tmp_path / "build"
+    assert predictors.get_predictor("BMM", TINY["BMM"]) is loaded   # the process's memo is as it was
     assert list(table.index) == ["in_dist_mape", "ood_mape"] and list(table.columns) == ["committed", "this machine", "same"]
     assert not same and not table["same"].any()   # a one-epoch model of width 8 is not the committed one
     assert table["committed"].to_dict() == repro.reference_scores()
+
+
+def test_cli_prints_both_machines_and_exits_1_on_other_weights(tmp_path):
+    cfg = tmp_path / "tiny.json"
+    cfg.write_text(json.dumps(TINY))
+    r = subprocess.run([sys.executable, "-m", "lib.repro", "--config", cfg], capture_output=True, text=True,
+                       cwd=paths.ROOT, timeout=900)
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("reference machine (figures/PROVENANCE.json): ") and lines[1].startswith("this machine: ")
+    assert "in_dist_mape" in r.stdout and lines[-1].startswith("this machine trains other weights")
+    bad = subprocess.run([sys.executable, "-m", "lib.repro", "--config", tmp_path / "nope.json"], capture_output=True,
+                         text=True, cwd=paths.ROOT, timeout=900)
+    assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
