@@ -33,7 +33,7 @@ setup: $(STAMP) ## create .venv from requirements.txt (when missing or stale)
 data: $(STAMP) ## materialize data/neusight/ and verify its sha256 manifest
 	$(PY) -m lib.data
 
-figures: data $(FULL_RUNS) ## run every notebook with params/full: build/notebooks/, figures/, README results
+figures: data $(FULL_RUNS) ## run every notebook with params/full: build/notebooks/, figures/ (trained models too), README results
 	$(PY) -m lib.notebooks provenance $(FULL_RUNS)
 	$(PY) -m lib.report
 

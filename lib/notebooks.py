@@ -2,7 +2,7 @@
 
   python -m lib.notebooks run NB.ipynb PARAMS.yaml OUT.ipynb   execute (make figures)
   python -m lib.notebooks prepare smoke NB.ipynb ...           inject params/smoke for nbval (make test)
-  python -m lib.notebooks provenance OUT.ipynb ...             figures/PROVENANCE.json
+  python -m lib.notebooks provenance OUT.ipynb ...             figures/PROVENANCE.json, figures/predictors/
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import papermill as pm
 import yaml
 
-from . import paths
+from . import paths, reference_weights
 
 
 def load_params(path: Path) -> dict:
@@ -77,8 +77,9 @@ def prepare(kind: str, notebooks: list[Path]) -> None:
 
 
 def provenance(outputs: list[Path]) -> None:
-    """figures/PROVENANCE.json: commit, date, machine and wall time per notebook of the last full run."""
-    from .train import numeric_env    # torch: imported only here
+    """figures/PROVENANCE.json: commit, date, machine and wall time per notebook of the last full run; after a full
+    run, figures/predictors/ holds the models it used (lib.reference_weights)."""
+    from .train import cache_dir, numeric_env    # torch: imported only here
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=paths.ROOT).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "lib", "notebooks", "params"],
                                 capture_output=True, text=True, cwd=paths.ROOT).stdout.strip())
@@ -99,7 +100,9 @@ def provenance(outputs: list[Path]) -> None:
                           "cpus": os.cpu_count(), "python": platform.python_version(),
                           **numeric_env()},
               "wall_s_per_notebook": times}
-    if cold:
+    if cold:   # a full run: its models become the committed weights (lib.reference_weights)
+        models = sorted({r["model"] for _, _, records in runs for r in records})
+        record["reference_weights"] = reference_weights.sync(models, cache_dir())
         record["models_per_notebook"] = {nb: {k: v for k, v in c.items() if k != "wall_s"} for nb, c in cold.items()}
         record["cold_estimate_s"] = round(sum(c["cold_s"] for c in cold.values()), 1)
     paths.FIGURES.mkdir(parents=True, exist_ok=True)

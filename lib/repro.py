@@ -56,12 +56,13 @@ def same_as_table(now: float, committed: float) -> bool:
 
 def check(cfg_by_class: dict | None = None) -> tuple[bool, pd.DataFrame]:
     """(all equal, table of committed vs now) for the predictor trained in a scratch folder (lib.repro)."""
-    from . import predictors
+    from . import predictors, reference_weights
     committed = reference_scores()
     build, loaded = paths.BUILD, dict(predictors._LOADED)
-    with tempfile.TemporaryDirectory(prefix="neusight-repro-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="neusight-repro-") as scratch, reference_weights.disabled():
         # trained models go to the scratch folder (the kernel table stays in paths.CACHE), and none is taken from
-        # this process's memo of loaded predictors (lib.predictors.get_predictor), which may hold cached weights
+        # the committed weights (lib.reference_weights) or this process's memo of loaded predictors
+        # (lib.predictors.get_predictor), which may hold cached weights
         paths.BUILD = Path(scratch)
         predictors._LOADED.clear()
         try:

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from tqdm import tqdm  # text bars on stderr (tqdm.auto warns in notebooks without ipywidgets)
 
-from . import paths
+from . import paths, reference_weights
 
 # Every predictor trains on the same number of torch threads, whatever the machine: a CPU matmul
 # sums in an order set by its thread count, and over thousands of optimizer steps those last-bit
@@ -265,9 +265,14 @@ def cache_folder() -> str:
     return f"{libraries}-{cpu}-blas-{blas_fingerprint()}-threads{TRAIN_THREADS}"
 
 
+def cache_dir() -> Path:
+    """build/predictors/<cache_folder()>: this machine's trained models (notebook 03)."""
+    return paths.BUILD / "predictors" / cache_folder()
+
+
 def cache_path(name: str, key: str) -> Path:
     """build/predictors/<cache_folder()>/<name>-<key>.pt: weights trained another way never mix (notebook 03)."""
-    return paths.BUILD / "predictors" / cache_folder() / f"{name}-{key}.pt"
+    return cache_dir() / f"{name}-{key}.pt"
 
 
 # A notebook run's model ledger (lib.notebooks.run points $NEUSIGHT_MODEL_LEDGER at a file per notebook): one JSON
@@ -291,12 +296,16 @@ def copy_cached(name: str, old_key: str, key: str) -> bool:
 
 
 def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple[dict, dict]:
-    """(state, info) from cache_path(name, key), or build() on TRAIN_THREADS threads
-    and save atomically; info records the numeric environment it was trained in."""
+    """(state, info) from the committed weights (lib.reference_weights) or cache_path(name, key), else build() on
+    TRAIN_THREADS threads and save atomically; info records the numeric environment it was trained in."""
     path = cache_path(name, key)
-    if path.is_file():
-        blob = torch.load(path, map_location="cpu", weights_only=False)
-        _log_model(path, blob["info"], True)
+    found = reference_weights.find(path.name) or (path if path.is_file() else None)
+    if found:
+        try:
+            blob = torch.load(found, map_location="cpu", weights_only=False)
+        except Exception as e:   # a truncated or foreign file: name it, do not train over it silently
+            raise RuntimeError(f"{found}: not a saved predictor ({type(e).__name__}: {e})") from None
+        _log_model(found, blob["info"], True)
         return blob["state"], {**blob["info"], "cached": True}
     threads = torch.get_num_threads()
     torch.set_num_threads(TRAIN_THREADS)

@@ -1,0 +1,123 @@
+"""lib.reference_weights: the committed models come before this machine's cache, a full run leaves exactly its
+models there, and `make repro` never loads them."""
+import json
+
+import pytest
+import torch
+
+from lib import notebooks, paths, predictors, reference_weights, repro, train
+
+TINY = {"BMM": {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}}
+
+
+@pytest.fixture
+def folders(tmp_path, monkeypatch):
+    """A scratch build/ and figures/, and NEUSIGHT_NO_REFERENCE unset."""
+    monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
+    monkeypatch.setattr(paths, "FIGURES", tmp_path / "figures")
+    monkeypatch.delenv(reference_weights.NO_REFERENCE_ENV, raising=False)
+    return tmp_path
+
+
+def _save(path, value: float, **info) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state": {"w": torch.full((2,), value)}, "info": info}, path)
+
+
+def test_committed_weights_come_before_this_machines_cache(folders, monkeypatch):
+    _save(train.cache_path("m", "k"), 1.0, train_seconds=3.0)
+    _save(reference_weights.folder() / "m-k.pt", 2.0, train_seconds=5.0)
+    never = lambda: pytest.fail("a model with saved weights was trained")
+    state, info = train.cached("m", "k", never)
+    assert torch.equal(state["w"], torch.full((2,), 2.0)) and info["cached"] and info["train_seconds"] == 5.0
+    for off in ("1", "yes"):   # the user's switch: this machine's own weights
+        monkeypatch.setenv(reference_weights.NO_REFERENCE_ENV, off)
+        assert torch.equal(train.cached("m", "k", never)[0]["w"], torch.full((2,), 1.0))
+    monkeypatch.setenv(reference_weights.NO_REFERENCE_ENV, "0")
+    assert torch.equal(train.cached("m", "k", never)[0]["w"], torch.full((2,), 2.0))
+    # a key with no committed model trains and goes to this machine's cache only
+    state, info = train.cached("m", "new", lambda: ({"w": torch.zeros(2)}, {}))
+    assert not info["cached"] and train.cache_path("m", "new").is_file()
+    assert sorted(p.name for p in reference_weights.folder().iterdir()) == ["m-k.pt"]
+
+
+def test_disabled_restores_the_users_setting(folders, monkeypatch):
+    with reference_weights.disabled():
+        assert not reference_weights.enabled()
+    assert reference_weights.enabled() and reference_weights.NO_REFERENCE_ENV not in __import__("os").environ
+    monkeypatch.setenv(reference_weights.NO_REFERENCE_ENV, "0")
+    with reference_weights.disabled():
+        assert not reference_weights.enabled()
+    assert reference_weights.enabled() and __import__("os").environ[reference_weights.NO_REFERENCE_ENV] == "0"
+
+
+def test_a_damaged_committed_model_names_its_file(folders):
+    bad = reference_weights.folder() / "m-k.pt"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"version https://git-lfs.github.com/spec/v1\n")   # e.g. a pointer instead of the file
+    with pytest.raises(RuntimeError, match="m-k.pt: not a saved predictor"):
+        train.cached("m", "k", lambda: pytest.fail("trained over a damaged committed model"))
+
+
+def test_sync_leaves_exactly_the_runs_models(folders, monkeypatch):
+    cache, dest = train.cache_dir(), reference_weights.folder()
+    _save(cache / "a-1.pt", 1.0, cpu_model="CPU A")          # trained here: copied
+    _save(cache / "b-1.pt", 1.0, cpu_model="CPU A")          # committed too: the committed one was used, kept
+    _save(dest / "b-1.pt", 9.0)
+    _save(dest / "old-1.pt", 1.0)                            # no longer used: removed
+    big = cache / "paper-1.pt"                               # above the size cap: left out
+    big.write_bytes(b"x" * (reference_weights.REFERENCE_MAX_BYTES + 1))
+    got = reference_weights.sync(["a-1.pt", "b-1.pt", "gone-1.pt", "paper-1.pt"], cache)
+    assert sorted(p.name for p in dest.iterdir()) == ["a-1.pt", "b-1.pt"]
+    assert torch.load(dest / "b-1.pt")["state"]["w"][0] == 9.0
+    assert got["models"] == 2 and got["left_out"] == ["paper-1.pt"] and got["missing"] == ["gone-1.pt"]
+    assert got["bytes"] == (dest / "a-1.pt").stat().st_size + (dest / "b-1.pt").stat().st_size
+    assert got["trained_on"] == {"CPU A": 1, "unrecorded": 1}
+    # a run on this machine's own weights (NEUSIGHT_NO_REFERENCE=1) used the cache's b: that one is committed now
+    monkeypatch.setenv(reference_weights.NO_REFERENCE_ENV, "1")
+    reference_weights.sync(["a-1.pt", "b-1.pt"], cache)
+    assert torch.load(dest / "b-1.pt")["state"]["w"][0] == 1.0
+
+
+def test_provenance_of_a_full_run_commits_its_models(folders):
+    outs = [folders / "build" / "notebooks" / name for name in ("01-a.ipynb", "02-b.ipynb")]
+    outs[0].parent.mkdir(parents=True)
+    _save(train.cache_dir() / "m-1.pt", 1.0)
+    for out, models in zip(outs, ([], ["m-1.pt", "m-1.pt"])):
+        out.with_suffix(".time.json").write_text(json.dumps({"notebook": out.name, "wall_s": 1.0}))
+        notebooks.ledger_path(out).write_text("".join(json.dumps({"model": m, "cached": True, "train_s": 2.0}) + "\n"
+                                                      for m in models))
+    notebooks.provenance(outs)   # every notebook run left a ledger: a full run
+    record = json.loads((paths.FIGURES / "PROVENANCE.json").read_text())
+    assert record["reference_weights"]["models"] == 1
+    assert [p.name for p in reference_weights.folder().iterdir()] == ["m-1.pt"]
+    outs[0].with_suffix(".models.jsonl").unlink()   # a notebook ran without a ledger: not a full run, nothing synced
+    _save(reference_weights.folder() / "other-1.pt", 1.0)
+    notebooks.provenance(outs)
+    assert "reference_weights" not in json.loads((paths.FIGURES / "PROVENANCE.json").read_text())
+    assert sorted(p.name for p in reference_weights.folder().iterdir()) == ["m-1.pt", "other-1.pt"]
+
+
+def test_repro_trains_anew_even_where_the_model_is_committed(folders, monkeypatch):
+    monkeypatch.setattr(predictors, "_LOADED", {})
+    ledger = folders / "models.jsonl"
+    monkeypatch.setenv(paths.MODEL_LEDGER_ENV, str(ledger))
+    monkeypatch.setattr(repro, "reference_scores", lambda: {"in_dist_mape": 1.0, "ood_mape": 1.0})
+    repro.check(TINY)
+    names = [json.loads(line)["model"] for line in ledger.read_text().splitlines()]
+    reference_weights.folder().mkdir(parents=True)
+    for name in names:   # committed files of the same names that cannot load: a lookup would raise
+        (reference_weights.folder() / name).write_bytes(b"not weights")
+    ledger.write_text("")
+    repro.check(TINY)
+    assert [json.loads(line)["cached"] for line in ledger.read_text().splitlines()] == [False] * len(names)
+    assert reference_weights.enabled()
+
+
+def test_the_committed_weights_are_the_last_full_runs():
+    # figures/predictors/ holds as many models as figures/PROVENANCE.json says that run committed (none before the
+    # first run that committed any)
+    record = json.loads((paths.ROOT / "figures" / "PROVENANCE.json").read_text())
+    committed = sorted((paths.ROOT / "figures" / "predictors").glob("*.pt"))
+    assert len(committed) == record.get("reference_weights", {}).get("models", 0)
+    assert all(p.stat().st_size <= reference_weights.REFERENCE_MAX_BYTES for p in committed)
