@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import paths
+from . import paths, reference_weights
 from .caveats import extrapolation_note, memory_note
 from .cli import Parser
 from .devices import Device, DeviceError, load_device
@@ -68,7 +68,8 @@ def _calibration_key(method: str, tiles: str, cfg_by_class: dict | None) -> str:
     src = "".join(code_text((here / f).read_text()) for f in _CALIBRATION_CODE if (here / f).exists()).encode()
     labels = sorted(str(p.relative_to(paths.LABELS)) for p in paths.LABELS.glob("*/*.json"))
     blob = json.dumps({"method": method, "tiles": tiles, "cfg": cfg_by_class, "labels": labels,
-                       "data": fingerprint("nvidia"), "predictors": cache_folder()},   # how they were trained
+                       "data": fingerprint("nvidia"), "predictors": cache_folder(),   # how they were trained
+                       "committed_weights": reference_weights.digest()},                # or which were loaded
                       sort_keys=True, default=str).encode()
     return hashlib.sha256(src + blob).hexdigest()[:16]
 

@@ -101,12 +101,22 @@ def provenance(outputs: list[Path]) -> None:
                           **numeric_env()},
               "wall_s_per_notebook": times}
     if cold:   # a full run: its models become the committed weights (lib.reference_weights)
-        models = sorted({r["model"] for _, _, records in runs for r in records})
-        record["reference_weights"] = reference_weights.sync(models, cache_dir())
+        used = {}
+        for _, _, records in runs:
+            for r in records:
+                used.setdefault(r["model"], set()).add(r.get("reference", False))
+        record["reference_weights"] = reference_weights.sync(used, cache_dir())
+        if record["reference_weights"]["left_out"]:
+            print(f"warning: {len(record['reference_weights']['left_out'])} models above "
+                  f"{reference_weights.REFERENCE_MAX_BYTES} bytes are not in {reference_weights.folder()}; "
+                  "another machine trains them", file=sys.stderr)
         record["models_per_notebook"] = {nb: {k: v for k, v in c.items() if k != "wall_s"} for nb, c in cold.items()}
         record["cold_estimate_s"] = round(sum(c["cold_s"] for c in cold.values()), 1)
+    target = paths.FIGURES / "PROVENANCE.json"
+    if not cold and target.is_file():   # the committed weights are still the last full run's
+        record.update({k: v for k, v in json.loads(target.read_text()).items() if k == "reference_weights"})
     paths.FIGURES.mkdir(parents=True, exist_ok=True)
-    (paths.FIGURES / "PROVENANCE.json").write_text(json.dumps(record, indent=2) + "\n")
+    target.write_text(json.dumps(record, indent=2) + "\n")
 
 
 def main(argv: list[str]) -> None:

@@ -19,6 +19,7 @@ inside the range of the GPUs the model learned from (lib.utilization.hold_mem_te
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -31,6 +32,7 @@ from torch import nn
 
 from . import features as features_mod
 from . import ops as ops_mod
+from . import reference_weights
 from . import roofline as roofline_mod
 from . import tiles as tiles_mod
 from . import train as train_mod
@@ -245,11 +247,12 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     name = _cache_name(op_class, cfg, validation, overhead, held_out)
     if force:
         train_mod.cache_path(name, key).unlink(missing_ok=True)
-    elif not train_mod.cache_path(name, key).is_file() and (previous := _migration_source()):
+    elif not train_mod.saved(name, key) and (previous := _migration_source()):
         train_mod.copy_cached(name, key_at(previous), key)   # the same table under the previous fingerprint
 
-    state, info = train_mod.cached(name, key, functools.partial(
-        _fit_state, op_class, cfg, max_rows, features, names, validation, n_devices, overhead, held_out))
+    with reference_weights.disabled() if force else contextlib.nullcontext():   # force: not the committed weights
+        state, info = train_mod.cached(name, key, functools.partial(
+            _fit_state, op_class, cfg, max_rows, features, names, validation, n_devices, overhead, held_out))
     model = _model_kind(overhead)[0](len(names), cfg.layers, cfg.width, n_devices)
     model.load_state_dict(state["model"])
     model.eval()

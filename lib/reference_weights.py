@@ -13,6 +13,9 @@ changed has a new key, misses here and trains. NEUSIGHT_NO_REFERENCE=1 trains ev
 from __future__ import annotations
 
 import contextlib
+import filecmp
+import functools
+import hashlib
 import os
 import shutil
 from collections import Counter
@@ -57,33 +60,62 @@ def find(file_name: str) -> Path | None:
     return path if enabled() and path.is_file() else None
 
 
-# After a full run: the committed folder holds exactly the models the run used (each taken from where lib.train.cached
-# found it: the committed folder first, then this machine's cache), less those above REFERENCE_MAX_BYTES.
-def sync(models: list[str], machine_cache: Path) -> dict:
-    """Make folder() hold `models` (file names) from itself or `machine_cache`; {models, bytes, left_out, missing}."""
+def digest() -> str:
+    """'off', or a hash of the committed models' names and bytes: which weights a lookup uses (lib.forecast's
+    calibration key)."""
+    return _digest(folder(), enabled())
+
+
+@functools.lru_cache(maxsize=None)   # once per process: the folder changes only at the end of a full run
+def _digest(where: Path, on: bool) -> str:
+    h = hashlib.sha256()
+    for f in (committed_files(where) if on else []):
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:16] if on else "off"
+
+
+def committed_files(where: Path | None = None) -> list[Path]:
+    """The saved models in folder() (not a temporary file of lib.paths.write_atomic), sorted by name."""
+    return sorted(p for p in (where or folder()).glob("*.pt") if not p.name.startswith("."))
+
+
+# After a full run the committed folder holds exactly the models the run used, each from where lib.train.cached found
+# it (its ledger records say: the committed folder, or this machine's cache, where it was also trained), less those
+# above REFERENCE_MAX_BYTES. Nothing is copied or removed unless every model is found where the run took it.
+def sync(used: dict[str, set[bool]], machine_cache: Path) -> dict:
+    """Make folder() hold the models of `used` ({file name: {was it loaded from folder()?}}) from itself or
+    `machine_cache`; {models, bytes, trained_on, left_out}."""
     dest = folder()
+    plan, left_out, problems = {}, [], []
+    for name, from_committed in sorted(used.items()):
+        committed, own = dest / name, machine_cache / name
+        sources = [f for f, wanted in ((committed, True in from_committed), (own, False in from_committed)) if wanted]
+        if not all(f.is_file() for f in sources):
+            problems.append(f"{name} is no longer in {' or '.join(str(f.parent) for f in sources)}")
+        elif len(sources) == 2 and not filecmp.cmp(committed, own, shallow=False):
+            problems.append(f"{name}: the run loaded the committed model and this machine's, and they differ")
+        elif sources[0].stat().st_size > REFERENCE_MAX_BYTES:
+            left_out.append(name)
+        else:
+            plan[name] = sources[0]
+    if problems:
+        raise ValueError(f"{dest}: cannot keep the models of this run ({len(problems)}; first: {problems[0]}); "
+                         "rerun its notebooks (rm build/notebooks/*.ipynb; make figures)")
+    record = {"models": len(plan), "bytes": sum(f.stat().st_size for f in plan.values()),
+              "trained_on": trained_on(list(plan.values())), "left_out": left_out}
     dest.mkdir(parents=True, exist_ok=True)
-    kept, left_out, missing = [], [], []
-    for name in models:
-        target, source = dest / name, machine_cache / name
-        if find(name) is None:   # the run trained it, or loaded it from this machine's cache
-            if not source.is_file():
-                missing.append(name)   # the run used it, but neither folder holds it now (build/ cleaned since)
-                continue
-            if source.stat().st_size > REFERENCE_MAX_BYTES:
-                left_out.append(name)
-                continue
-            paths.write_atomic(target, lambda tmp: shutil.copyfile(source, tmp))
-        kept.append(name)
-    for stale in set(p.name for p in dest.glob("*.pt")) - set(kept):
-        (dest / stale).unlink()
-    return {"models": len(kept), "bytes": sum((dest / n).stat().st_size for n in kept),
-            "trained_on": trained_on([dest / n for n in kept]), "left_out": left_out, "missing": missing}
+    for name, source in plan.items():
+        if source != dest / name:
+            paths.write_atomic(dest / name, lambda tmp: shutil.copyfile(source, tmp))
+    for stale in committed_files(dest):
+        if stale.name not in plan:
+            stale.unlink()
+    return record
 
 
 def trained_on(files: list[Path]) -> dict:
     """{CPU model: number of these saved predictors it trained} (lib.train.numeric_env; 'unrecorded' before 2026-11-26)."""
     import torch
-    counts = Counter(torch.load(f, map_location="cpu", weights_only=False)["info"].get("cpu_model", "unrecorded")
+    counts = Counter(torch.load(f, map_location="cpu", weights_only=True)["info"].get("cpu_model", "unrecorded")
                      for f in files)
     return dict(sorted(counts.items()))

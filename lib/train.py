@@ -277,32 +277,44 @@ def cache_path(name: str, key: str) -> Path:
 
 # A notebook run's model ledger (lib.notebooks.run points $NEUSIGHT_MODEL_LEDGER at a file per notebook): one JSON
 # line per model trained or loaded, with the seconds its training took (as recorded when it was trained), so that a
-# run that loads cached models can still say what a cold run would add (figures/PROVENANCE.json).
+# run that loads cached models can still say what a cold run would add (figures/PROVENANCE.json), and whether it came
+# from the committed weights (lib.reference_weights.sync keeps the ones the run used).
 def _log_model(path: Path, info: dict, was_cached: bool) -> None:
-    """Append {model, cached, train_s} to the ledger named by $NEUSIGHT_MODEL_LEDGER, if any (notebooks 03-05)."""
+    """Append {model, cached, train_s, reference} to the ledger named by $NEUSIGHT_MODEL_LEDGER, if any (notebooks
+    03-05)."""
     ledger = os.environ.get(paths.MODEL_LEDGER_ENV)
     if ledger:
         with open(ledger, "a") as f:
-            f.write(json.dumps({"model": path.name, "cached": was_cached, "train_s": info.get("train_seconds")}) + "\n")
+            f.write(json.dumps({"model": path.name, "cached": was_cached, "train_s": info.get("train_seconds"),
+                                "reference": path.parent == reference_weights.folder()}) + "\n")
+
+
+def saved(name: str, key: str) -> Path | None:
+    """Where the model <name>-<key> is saved: the committed weights (lib.reference_weights) first, then this
+    machine's cache; None if in neither (notebook 03)."""
+    path = cache_path(name, key)
+    return reference_weights.find(path.name) or (path if path.is_file() else None)
 
 
 def copy_cached(name: str, old_key: str, key: str) -> bool:
-    """Copy cache_path(name, old_key) to cache_path(name, key) where only the former exists (lib.data.MIGRATE_ENV)."""
-    old, new = cache_path(name, old_key), cache_path(name, key)
-    if new.is_file() or not old.is_file():
-        return False
-    paths.write_atomic(new, lambda tmp: shutil.copyfile(old, tmp))
-    return True
+    """Copy the model saved under old_key to key where only the former exists, in the committed weights (when used)
+    and in this machine's cache (lib.data.MIGRATE_ENV)."""
+    copied = False
+    for folder in ([reference_weights.folder()] if reference_weights.enabled() else []) + [cache_dir()]:
+        old, new = folder / f"{name}-{old_key}.pt", folder / f"{name}-{key}.pt"
+        if old.is_file() and not new.is_file():
+            paths.write_atomic(new, lambda tmp: shutil.copyfile(old, tmp))
+            copied = True
+    return copied
 
 
 def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple[dict, dict]:
     """(state, info) from the committed weights (lib.reference_weights) or cache_path(name, key), else build() on
     TRAIN_THREADS threads and save atomically; info records the numeric environment it was trained in."""
-    path = cache_path(name, key)
-    found = reference_weights.find(path.name) or (path if path.is_file() else None)
+    found = saved(name, key)
     if found:
         try:
-            blob = torch.load(found, map_location="cpu", weights_only=False)
+            blob = torch.load(found, map_location="cpu", weights_only=True)
         except Exception as e:   # a truncated or foreign file: name it, do not train over it silently
             raise RuntimeError(f"{found}: not a saved predictor ({type(e).__name__}: {e})") from None
         _log_model(found, blob["info"], True)
@@ -314,6 +326,7 @@ def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple
     finally:
         torch.set_num_threads(threads)
     info = {**info, **numeric_env()}
+    path = cache_path(name, key)
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()
     torch.save({"state": state, "info": info}, buf)

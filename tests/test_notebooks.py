@@ -86,12 +86,17 @@ def test_ledger_logs_a_trained_then_a_loaded_model(tmp_path, monkeypatch):
     train.cached("toy", "k0", build)
     train.cached("toy", "k0", lambda: pytest.fail("a cached model was rebuilt"))
     lines = [json.loads(ln) for ln in ledger.read_text().splitlines()]
-    assert lines == [{"model": "toy-k0.pt", "cached": False, "train_s": 1.5}, {"model": "toy-k0.pt", "cached": True, "train_s": 1.5}]
+    assert lines == [{"model": "toy-k0.pt", "cached": False, "train_s": 1.5, "reference": False},
+                     {"model": "toy-k0.pt", "cached": True, "train_s": 1.5, "reference": False}]
 
 
 def test_provenance_adds_the_cold_estimate_only_when_every_run_has_a_ledger(tmp_path, monkeypatch):
-    from lib import notebooks
+    from lib import notebooks, train
     monkeypatch.setattr(paths, "FIGURES", tmp_path)
+    monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
+    train.cache_dir().mkdir(parents=True)
+    import torch   # the model of the ledger below, committed by the full run
+    torch.save({"state": {}, "info": {}}, train.cache_dir() / "m")
     outs = [tmp_path / "01-a.ipynb", tmp_path / "02-b.ipynb"]
     for out, wall in zip(outs, (3.0, 4.0)):
         out.with_suffix(".time.json").write_text(json.dumps({"notebook": out.name, "wall_s": wall}))

@@ -59,24 +59,38 @@ def test_a_damaged_committed_model_names_its_file(folders):
         train.cached("m", "k", lambda: pytest.fail("trained over a damaged committed model"))
 
 
-def test_sync_leaves_exactly_the_runs_models(folders, monkeypatch):
+def test_sync_leaves_exactly_the_runs_models(folders):
     cache, dest = train.cache_dir(), reference_weights.folder()
     _save(cache / "a-1.pt", 1.0, cpu_model="CPU A")          # trained here: copied
-    _save(cache / "b-1.pt", 1.0, cpu_model="CPU A")          # committed too: the committed one was used, kept
+    _save(cache / "b-1.pt", 1.0, cpu_model="CPU A")          # the run loaded the committed b: that one is kept
     _save(dest / "b-1.pt", 9.0)
     _save(dest / "old-1.pt", 1.0)                            # no longer used: removed
+    (dest / ".tmp-7-c-1.pt").write_bytes(b"half")            # another process's temporary file: not a model
     big = cache / "paper-1.pt"                               # above the size cap: left out
     big.write_bytes(b"x" * (reference_weights.REFERENCE_MAX_BYTES + 1))
-    got = reference_weights.sync(["a-1.pt", "b-1.pt", "gone-1.pt", "paper-1.pt"], cache)
-    assert sorted(p.name for p in dest.iterdir()) == ["a-1.pt", "b-1.pt"]
+    got = reference_weights.sync({"a-1.pt": {False}, "b-1.pt": {True}, "paper-1.pt": {False}}, cache)
+    assert [p.name for p in reference_weights.committed_files()] == ["a-1.pt", "b-1.pt"]
     assert torch.load(dest / "b-1.pt")["state"]["w"][0] == 9.0
-    assert got["models"] == 2 and got["left_out"] == ["paper-1.pt"] and got["missing"] == ["gone-1.pt"]
-    assert got["bytes"] == (dest / "a-1.pt").stat().st_size + (dest / "b-1.pt").stat().st_size
-    assert got["trained_on"] == {"CPU A": 1, "unrecorded": 1}
+    assert got == {"models": 2, "bytes": (dest / "a-1.pt").stat().st_size + (dest / "b-1.pt").stat().st_size,
+                   "trained_on": {"CPU A": 1, "unrecorded": 1}, "left_out": ["paper-1.pt"]}
     # a run on this machine's own weights (NEUSIGHT_NO_REFERENCE=1) used the cache's b: that one is committed now
-    monkeypatch.setenv(reference_weights.NO_REFERENCE_ENV, "1")
-    reference_weights.sync(["a-1.pt", "b-1.pt"], cache)
+    reference_weights.sync({"a-1.pt": {False}, "b-1.pt": {False}}, cache)
     assert torch.load(dest / "b-1.pt")["state"]["w"][0] == 1.0
+
+
+@pytest.mark.parametrize("used, problem", [
+    ({"a-1.pt": {False}, "gone-1.pt": {False}}, "gone-1.pt is no longer in"),    # build/ cleaned since the run
+    ({"a-1.pt": {False}, "b-1.pt": {True}}, "b-1.pt is no longer in"),           # the committed file it loaded
+    ({"a-1.pt": {True, False}}, "a-1.pt: the run loaded the committed model and this machine's, and they differ")])
+def test_sync_changes_nothing_unless_every_model_is_where_the_run_took_it(folders, used, problem):
+    cache, dest = train.cache_dir(), reference_weights.folder()
+    _save(cache / "a-1.pt", 1.0)
+    _save(dest / "a-1.pt", 2.0)
+    _save(dest / "old-1.pt", 3.0)
+    before = {p.name: p.read_bytes() for p in dest.iterdir()}
+    with pytest.raises(ValueError, match=f"cannot keep the models of this run .*{problem}"):
+        reference_weights.sync(used, cache)
+    assert {p.name: p.read_bytes() for p in dest.iterdir()} == before
 
 
 def test_provenance_of_a_full_run_commits_its_models(folders):
@@ -88,14 +102,44 @@ def test_provenance_of_a_full_run_commits_its_models(folders):
         notebooks.ledger_path(out).write_text("".join(json.dumps({"model": m, "cached": True, "train_s": 2.0}) + "\n"
                                                       for m in models))
     notebooks.provenance(outs)   # every notebook run left a ledger: a full run
-    record = json.loads((paths.FIGURES / "PROVENANCE.json").read_text())
-    assert record["reference_weights"]["models"] == 1
-    assert [p.name for p in reference_weights.folder().iterdir()] == ["m-1.pt"]
-    outs[0].with_suffix(".models.jsonl").unlink()   # a notebook ran without a ledger: not a full run, nothing synced
+    record = json.loads((paths.FIGURES / "PROVENANCE.json").read_text())["reference_weights"]
+    assert record["models"] == 1 and [p.name for p in reference_weights.committed_files()] == ["m-1.pt"]
+    # a notebook ran without a ledger: not a full run, so nothing is synced and the record stays the last full run's
+    outs[0].with_suffix(".models.jsonl").unlink()
     _save(reference_weights.folder() / "other-1.pt", 1.0)
     notebooks.provenance(outs)
-    assert "reference_weights" not in json.loads((paths.FIGURES / "PROVENANCE.json").read_text())
-    assert sorted(p.name for p in reference_weights.folder().iterdir()) == ["m-1.pt", "other-1.pt"]
+    assert json.loads((paths.FIGURES / "PROVENANCE.json").read_text())["reference_weights"] == record
+    assert [p.name for p in reference_weights.committed_files()] == ["m-1.pt", "other-1.pt"]
+
+
+def test_forced_training_and_migration_with_committed_weights(folders, monkeypatch):
+    monkeypatch.setattr(predictors, "_LOADED", {})
+    ledger = folders / "models.jsonl"
+    monkeypatch.setenv(paths.MODEL_LEDGER_ENV, str(ledger))
+    predictors.train_predictor("BMM", TINY["BMM"])
+    name = json.loads(ledger.read_text().splitlines()[0])["model"]
+    reference_weights.folder().mkdir(parents=True)
+    (reference_weights.folder() / name).write_bytes(b"not weights")   # loaded, this would raise
+    with pytest.raises(RuntimeError, match="not a saved predictor"):
+        predictors.train_predictor("BMM", TINY["BMM"])
+    ledger.write_text("")
+    predictors.train_predictor("BMM", TINY["BMM"], force=True)   # make bench: trains, whatever is committed
+    assert [json.loads(line)["cached"] for line in ledger.read_text().splitlines()] == [False]
+    # NEUSIGHT_MIGRATE_FROM renames a committed model too (and this machine's), never over an existing one
+    (reference_weights.folder() / "m-old.pt").write_bytes(b"committed")
+    assert train.copy_cached("m", "old", "new") and (reference_weights.folder() / "m-new.pt").read_bytes() == b"committed"
+    assert not train.copy_cached("m", "old", "new")
+
+
+def test_digest_names_which_weights_a_lookup_uses(folders, monkeypatch):
+    _save(reference_weights.folder() / "m-k.pt", 1.0)
+    reference_weights._digest.cache_clear()
+    one = reference_weights.digest()
+    _save(reference_weights.folder() / "m-k.pt", 2.0)   # same name and size, other weights
+    reference_weights._digest.cache_clear()
+    assert reference_weights.digest() not in (one, "off") and len(one) == 16
+    monkeypatch.setenv(reference_weights.NO_REFERENCE_ENV, "1")
+    assert reference_weights.digest() == "off"
 
 
 def test_repro_trains_anew_even_where_the_model_is_committed(folders, monkeypatch):
@@ -118,6 +162,6 @@ def test_the_committed_weights_are_the_last_full_runs():
     # figures/predictors/ holds as many models as figures/PROVENANCE.json says that run committed (none before the
     # first run that committed any)
     record = json.loads((paths.ROOT / "figures" / "PROVENANCE.json").read_text())
-    committed = sorted((paths.ROOT / "figures" / "predictors").glob("*.pt"))
+    committed = reference_weights.committed_files(paths.ROOT / "figures" / "predictors")
     assert len(committed) == record.get("reference_weights", {}).get("models", 0)
     assert all(p.stat().st_size <= reference_weights.REFERENCE_MAX_BYTES for p in committed)
