@@ -4,11 +4,10 @@
 Training is chaotic in the last bit: the same code, data and seed train other weights on another CPU (an Intel Xeon
 against the AMD EPYC that made the run of 2026-11-25, `make repro`), and every table a trained model feeds moves
 within the spread over training seeds. Prediction is not chaotic: it runs each model once, so a last-bit difference
-stays in the last bit. So the full run's models are kept
-as files named like the machine cache's (<name>-<key>.pt, lib.train.cache_path), and lib.train.cached loads one of
-them before it looks at this machine's cache: the key names the data, config and code, so a model whose code or data
-changed has a new key, misses here and trains. NEUSIGHT_NO_REFERENCE=1 trains every model on this machine instead
-(as `make repro` does).
+stays in the last bit. So the full run's models are kept as files named like the machine cache's (<name>-<key>.pt,
+lib.train.cache_path), and lib.train.cached loads one of them before it looks at this machine's cache: the key names
+the data, config and code, so a model whose code or data changed has a new key, misses here and trains.
+NEUSIGHT_NO_REFERENCE=1 trains every model on this machine instead (as `make repro` and `make bench` always do).
 """
 from __future__ import annotations
 
