@@ -95,7 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"this machine: {cpu_model()}, BLAS fingerprint {blas_fingerprint()}")
     print(f"{REFERENCE_ROW}, batched matmul, MAPE %:")
     print(table.to_string(float_format=lambda x: format(x, ".4g")))
+    from .reference_weights import committed_files
     print("this machine trains the committed weights (for this model)" if same else
+          "this machine trains other weights: `make figures` here loads the committed ones (figures/predictors/), "
+          "but a model it trains (new code, config or data) differs from what the reference machine would train"
+          if committed_files() else
           "this machine trains other weights: `make figures` here will not rebuild the committed figures bit for bit")
     return 0 if same else 1
 

@@ -54,3 +54,15 @@ def test_cli_prints_both_machines_and_exits_1_on_other_weights(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "lib.repro", "--config", tmp_path / "nope.json"], capture_output=True,
                          text=True, cwd=paths.ROOT, timeout=900)
     assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_with_committed_weights_the_verdict_says_make_figures_loads_them(tmp_path, monkeypatch, capsys):
+    table = pd.DataFrame({"committed": [1.0], "this machine": [2.0], "same": [False]}, index=["ood_mape"])
+    monkeypatch.setattr(repro, "check", lambda cfg: (False, table))
+    monkeypatch.setattr(paths, "FIGURES", tmp_path)
+    assert repro.main([]) == 1 and "will not rebuild the committed figures" in capsys.readouterr().out
+    (tmp_path / "predictors").mkdir()
+    (tmp_path / "predictors" / "m-k.pt").write_bytes(b"weights")
+    assert repro.main([]) == 1
+    assert capsys.readouterr().out.splitlines()[-1].startswith(
+        "this machine trains other weights: `make figures` here loads the committed ones (figures/predictors/)")
