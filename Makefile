@@ -13,6 +13,8 @@ SMOKE_RUNS := $(addprefix build/smoke/,$(addsuffix .ipynb,$(NAMES)))
 LIB := $(wildcard lib/*.py)
 
 .PHONY: help setup data figures test unit notebooks-smoke repro bench clean
+# a notebook run that fails leaves no executed notebook behind, so the next `make figures` runs it again
+.DELETE_ON_ERROR:
 .DEFAULT_GOAL := help
 
 help: ## list the targets

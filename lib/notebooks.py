@@ -37,6 +37,7 @@ def run(notebook: Path, params_file: Path, out: Path) -> None:
     # ... and this: every model the notebook trains or loads goes to its ledger (lib.train; cold_estimate below)
     ledger = ledger_path(out)
     ledger.write_text("")   # a notebook that trains and loads nothing leaves an empty ledger
+    out.with_suffix(".time.json").unlink(missing_ok=True)   # written on success only: a failed run is not a full one
     os.environ[paths.MODEL_LEDGER_ENV] = str(ledger.resolve())
     start = time.perf_counter()
     pm.execute_notebook(str(notebook), str(out), parameters=load_params(params_file),
@@ -92,8 +93,9 @@ def provenance(outputs: list[Path]) -> None:
             ledger = ledger_path(out)
             if ledger.is_file():
                 runs.append((rec["notebook"], rec["wall_s"], [json.loads(line) for line in ledger.read_text().splitlines()]))
-    # the cold estimate only when every notebook run left a ledger (runs before the ledger existed did not)
-    cold = cold_estimate(runs) if runs and len(runs) == len(times) else {}
+    # the cold estimate (and the committed weights) only when every notebook ran to its end and left a ledger (runs
+    # before the ledger existed did not)
+    cold = cold_estimate(runs) if runs and len(runs) == len(outputs) else {}
     record = {"commit": commit, "uncommitted_changes": dirty,
               "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
               "machine": {"platform": platform.platform(), "processor": platform.machine(),
@@ -104,7 +106,7 @@ def provenance(outputs: list[Path]) -> None:
         used = {}
         for _, _, records in runs:
             for r in records:
-                used.setdefault(r["model"], set()).add(r.get("reference", False))
+                used.setdefault(r["model"], []).append(r)
         record["reference_weights"] = reference_weights.sync(used, cache_dir())
         if record["reference_weights"]["left_out"]:
             print(f"warning: {len(record['reference_weights']['left_out'])} models above "

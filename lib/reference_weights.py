@@ -78,21 +78,31 @@ def committed_files(where: Path | None = None) -> list[Path]:
     return sorted(p for p in (where or folder()).glob("*.pt") if not p.name.startswith("."))
 
 
+def file_hash(path: Path) -> str:
+    """sha256 of a saved model's bytes, 16 hex (the ledger's record of what a run loaded; sync checks it)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
 # After a full run the committed folder holds exactly the models the run used, each from where lib.train.cached found
-# it (its ledger records say: the committed folder, or this machine's cache, where it was also trained), less those
-# above REFERENCE_MAX_BYTES. Nothing is copied or removed unless every model is found where the run took it.
-def sync(used: dict[str, set[bool]], machine_cache: Path) -> dict:
-    """Make folder() hold the models of `used` ({file name: {was it loaded from folder()?}}) from itself or
-    `machine_cache`; {models, bytes, trained_on, left_out}."""
+# it (its ledger records say: the committed folder, or this machine's cache, where it was also trained, and the hash
+# of what it loaded), less those above REFERENCE_MAX_BYTES. Nothing is copied or removed unless every model is still
+# where the run took it, with the bytes it had.
+def sync(used: dict[str, list[dict]], machine_cache: Path) -> dict:
+    """Make folder() hold the models of `used` ({file name: its ledger records}) from itself or `machine_cache`;
+    {models, bytes, trained_on, left_out}."""
     dest = folder()
     plan, left_out, problems = {}, [], []
-    for name, from_committed in sorted(used.items()):
+    for name, records in sorted(used.items()):
         committed, own = dest / name, machine_cache / name
+        from_committed = {r.get("reference", False) for r in records}
+        hashes = {r["sha256"] for r in records if "sha256" in r}   # ledgers before 2026-11-27 have none
         sources = [f for f, wanted in ((committed, True in from_committed), (own, False in from_committed)) if wanted]
         if not all(f.is_file() for f in sources):
             problems.append(f"{name} is no longer in {' or '.join(str(f.parent) for f in sources)}")
         elif len(sources) == 2 and not filecmp.cmp(committed, own, shallow=False):
             problems.append(f"{name}: the run loaded the committed model and this machine's, and they differ")
+        elif hashes and hashes != {file_hash(sources[0])}:
+            problems.append(f"{name}: {sources[0].parent} holds other bytes than the run loaded")
         elif sources[0].stat().st_size > REFERENCE_MAX_BYTES:
             left_out.append(name)
         else:

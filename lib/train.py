@@ -280,13 +280,14 @@ def cache_path(name: str, key: str) -> Path:
 # run that loads cached models can still say what a cold run would add (figures/PROVENANCE.json), and whether it came
 # from the committed weights (lib.reference_weights.sync keeps the ones the run used).
 def _log_model(path: Path, info: dict, was_cached: bool) -> None:
-    """Append {model, cached, train_s, reference} to the ledger named by $NEUSIGHT_MODEL_LEDGER, if any (notebooks
-    03-05)."""
+    """Append {model, cached, train_s, reference, sha256} to the ledger named by $NEUSIGHT_MODEL_LEDGER, if any
+    (notebooks 03-05)."""
     ledger = os.environ.get(paths.MODEL_LEDGER_ENV)
     if ledger:
         with open(ledger, "a") as f:
             f.write(json.dumps({"model": path.name, "cached": was_cached, "train_s": info.get("train_seconds"),
-                                "reference": path.parent == reference_weights.folder()}) + "\n")
+                                "reference": path.parent == reference_weights.folder(),
+                                "sha256": reference_weights.file_hash(path)}) + "\n")
 
 
 def saved(name: str, key: str) -> Path | None:

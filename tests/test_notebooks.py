@@ -78,7 +78,7 @@ def test_cold_estimate_by_hand():
 
 def test_ledger_logs_a_trained_then_a_loaded_model(tmp_path, monkeypatch):
     import torch
-    from lib import train
+    from lib import reference_weights, train
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     ledger = tmp_path / "nb.models.jsonl"
     monkeypatch.setenv(paths.MODEL_LEDGER_ENV, str(ledger))
@@ -86,8 +86,9 @@ def test_ledger_logs_a_trained_then_a_loaded_model(tmp_path, monkeypatch):
     train.cached("toy", "k0", build)
     train.cached("toy", "k0", lambda: pytest.fail("a cached model was rebuilt"))
     lines = [json.loads(ln) for ln in ledger.read_text().splitlines()]
-    assert lines == [{"model": "toy-k0.pt", "cached": False, "train_s": 1.5, "reference": False},
-                     {"model": "toy-k0.pt", "cached": True, "train_s": 1.5, "reference": False}]
+    sha = reference_weights.file_hash(train.cache_path("toy", "k0"))
+    assert lines == [{"model": "toy-k0.pt", "cached": False, "train_s": 1.5, "reference": False, "sha256": sha},
+                     {"model": "toy-k0.pt", "cached": True, "train_s": 1.5, "reference": False, "sha256": sha}]
 
 
 def test_provenance_adds_the_cold_estimate_only_when_every_run_has_a_ledger(tmp_path, monkeypatch):
@@ -124,3 +125,24 @@ def test_run_starts_an_empty_ledger_and_points_the_kernel_at_it(tmp_path, monkey
     notebooks.run(tmp_path / "nb-source.ipynb", params, out)
     assert seen["env"] == str(notebooks.ledger_path(out).resolve()) and notebooks.ledger_path(out).read_text() == ""
     assert json.loads(out.with_suffix(".time.json").read_text())["notebook"] == "nb-source.ipynb"
+
+
+def test_a_failed_run_leaves_no_time_record_so_provenance_sees_no_full_run(tmp_path, monkeypatch):
+    # a notebook that fails halfway leaves a partial ledger: the committed weights must not follow it
+    from lib import notebooks
+    params = tmp_path / "p.yaml"
+    params.write_text("")
+    out = tmp_path / "nb.ipynb"
+    out.with_suffix(".time.json").write_text(json.dumps({"notebook": "nb.ipynb", "wall_s": 1.0}))   # an earlier run's
+
+    def fail(*a, **k):
+        raise RuntimeError("a cell failed")
+
+    monkeypatch.setattr(notebooks.pm, "execute_notebook", fail)
+    monkeypatch.setenv(paths.MODEL_LEDGER_ENV, "before")
+    with pytest.raises(RuntimeError):
+        notebooks.run(tmp_path / "nb.ipynb", params, out)
+    assert not out.with_suffix(".time.json").exists()
+    monkeypatch.setattr(paths, "FIGURES", tmp_path / "figures")
+    notebooks.provenance([out])
+    assert "reference_weights" not in json.loads((tmp_path / "figures" / "PROVENANCE.json").read_text())

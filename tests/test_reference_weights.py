@@ -8,6 +8,7 @@ import torch
 from lib import notebooks, paths, predictors, reference_weights, repro, train
 
 TINY = {"BMM": {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}}
+OWN, COMMITTED = {"reference": False}, {"reference": True}   # ledger records of a model (no hash: ledgers before it)
 
 
 @pytest.fixture
@@ -28,7 +29,12 @@ def test_committed_weights_come_before_this_machines_cache(folders, monkeypatch)
     _save(train.cache_path("m", "k"), 1.0, train_seconds=3.0)
     _save(reference_weights.folder() / "m-k.pt", 2.0, train_seconds=5.0)
     never = lambda: pytest.fail("a model with saved weights was trained")
+    monkeypatch.setenv(paths.MODEL_LEDGER_ENV, str(folders / "models.jsonl"))
     state, info = train.cached("m", "k", never)
+    assert json.loads((folders / "models.jsonl").read_text()) == {
+        "model": "m-k.pt", "cached": True, "train_s": 5.0, "reference": True,
+        "sha256": reference_weights.file_hash(reference_weights.folder() / "m-k.pt")}
+    monkeypatch.delenv(paths.MODEL_LEDGER_ENV)
     assert torch.equal(state["w"], torch.full((2,), 2.0)) and info["cached"] and info["train_seconds"] == 5.0
     for off in ("1", "yes"):   # the user's switch: this machine's own weights
         monkeypatch.setenv(reference_weights.NO_REFERENCE_ENV, off)
@@ -68,20 +74,23 @@ def test_sync_leaves_exactly_the_runs_models(folders):
     (dest / ".tmp-7-c-1.pt").write_bytes(b"half")            # another process's temporary file: not a model
     big = cache / "paper-1.pt"                               # above the size cap: left out
     big.write_bytes(b"x" * (reference_weights.REFERENCE_MAX_BYTES + 1))
-    got = reference_weights.sync({"a-1.pt": {False}, "b-1.pt": {True}, "paper-1.pt": {False}}, cache)
+    got = reference_weights.sync({"a-1.pt": [OWN], "b-1.pt": [COMMITTED], "paper-1.pt": [OWN]}, cache)
     assert [p.name for p in reference_weights.committed_files()] == ["a-1.pt", "b-1.pt"]
     assert torch.load(dest / "b-1.pt")["state"]["w"][0] == 9.0
     assert got == {"models": 2, "bytes": (dest / "a-1.pt").stat().st_size + (dest / "b-1.pt").stat().st_size,
                    "trained_on": {"CPU A": 1, "unrecorded": 1}, "left_out": ["paper-1.pt"]}
     # a run on this machine's own weights (NEUSIGHT_NO_REFERENCE=1) used the cache's b: that one is committed now
-    reference_weights.sync({"a-1.pt": {False}, "b-1.pt": {False}}, cache)
+    reference_weights.sync({"a-1.pt": [OWN], "b-1.pt": [OWN]}, cache)
     assert torch.load(dest / "b-1.pt")["state"]["w"][0] == 1.0
 
 
 @pytest.mark.parametrize("used, problem", [
-    ({"a-1.pt": {False}, "gone-1.pt": {False}}, "gone-1.pt is no longer in"),    # build/ cleaned since the run
-    ({"a-1.pt": {False}, "b-1.pt": {True}}, "b-1.pt is no longer in"),           # the committed file it loaded
-    ({"a-1.pt": {True, False}}, "a-1.pt: the run loaded the committed model and this machine's, and they differ")])
+    ({"a-1.pt": [OWN], "gone-1.pt": [OWN]}, "gone-1.pt is no longer in"),       # build/ cleaned since the run
+    ({"a-1.pt": [OWN], "b-1.pt": [COMMITTED]}, "b-1.pt is no longer in"),       # the committed file it loaded
+    ({"a-1.pt": [COMMITTED, OWN]}, "a-1.pt: the run loaded the committed model and this machine's, and they differ"),
+    # the run loaded other bytes under this name (a library upgrade moved the cache folder, a checkout the committed
+    # folder)
+    ({"a-1.pt": [{"reference": False, "sha256": "0" * 16}]}, "a-1.pt: .* holds other bytes than the run loaded")])
 def test_sync_changes_nothing_unless_every_model_is_where_the_run_took_it(folders, used, problem):
     cache, dest = train.cache_dir(), reference_weights.folder()
     _save(cache / "a-1.pt", 1.0)
