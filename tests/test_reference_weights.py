@@ -1,6 +1,7 @@
 """lib.reference_weights: the committed models come before this machine's cache, a full run leaves exactly its
 models there, and `make repro` never loads them."""
 import json
+import os
 
 import pytest
 import torch
@@ -50,11 +51,11 @@ def test_committed_weights_come_before_this_machines_cache(folders, monkeypatch)
 def test_disabled_restores_the_users_setting(folders, monkeypatch):
     with reference_weights.disabled():
         assert not reference_weights.enabled()
-    assert reference_weights.enabled() and reference_weights.NO_REFERENCE_ENV not in __import__("os").environ
+    assert reference_weights.enabled() and reference_weights.NO_REFERENCE_ENV not in os.environ
     monkeypatch.setenv(reference_weights.NO_REFERENCE_ENV, "0")
     with reference_weights.disabled():
         assert not reference_weights.enabled()
-    assert reference_weights.enabled() and __import__("os").environ[reference_weights.NO_REFERENCE_ENV] == "0"
+    assert reference_weights.enabled() and os.environ[reference_weights.NO_REFERENCE_ENV] == "0"
 
 
 def test_a_damaged_committed_model_names_its_file(folders):
