@@ -72,6 +72,12 @@ def choice_check(protocol_name: str, recorded: dict, recomputed: dict) -> pd.Dat
     return pd.DataFrame(rows, columns=["protocol", "op_class", "recorded", "recomputed", "reproduced"])
 
 
+def stage_winners(selection: pd.DataFrame, configs) -> dict:
+    """{op_class: config} with the lowest score among `configs` in a selection table (notebook 04: amendment 1's)."""
+    rows = selection[selection["config"].isin(configs)].sort_values(["op_class", "score"], kind="stable")
+    return dict(zip(*rows.groupby("op_class", sort=False).head(1)[["op_class", "config"]].to_numpy().T))
+
+
 def winner_choices(winners: pd.DataFrame) -> dict:
     """{op_class: (config, epochs)} of a table of winners indexed by op class, with plain Python values."""
     return {c: (str(w["config"]), int(w["epochs"])) for c, w in winners.iterrows()}

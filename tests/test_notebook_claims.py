@@ -16,6 +16,7 @@ from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_say
                     mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
+from lib.selection import AMENDMENT1_WINNER
 
 NB01, NB02, NB04, NB05 = ("01-profile-kernels.ipynb", "02-feature-engineering.ipynb",
                           "04-per-op-evaluation.ipynb", "05-end-to-end.ipynb")
@@ -89,6 +90,11 @@ def test_04_amendment1_evidence():
         if logo_at_logo > s.loc[s["candidate"] == "shapes_best", "shapes_mape"].min():
             higher.append(c)
     says(NB04, f"`logo_choice` at `logo_median_best` for {and_list(higher)})")
+    # amendment 2's cell: which recorded amendment-1 winners this run's scores no longer rank first
+    recomputed = protocol.stage_winners(sel, ("logo_choice", "all5", "no_f_mem"))
+    flips = {c: w for c, w in recomputed.items() if w != AMENDMENT1_WINNER[c]}
+    assert set(flips) == {"EW"}, flips    # the one flip the cell words
+    says(NB04, f"rank EW's candidates otherwise: `{flips['EW']}` first, where `{AMENDMENT1_WINNER['EW']}`")
     side = table("04-logo-vs-combined")
     idm = side[side["split"] == "in-distribution"]
     logo_only = idm[(idm["level_0"] == "LOGO-only choice") & (idm["level_1"] == SPEC)].set_index("op_class")["mape_pct"]
@@ -231,28 +237,26 @@ def test_04_schedule_correction():
         assert [a[(split, c)] for c in OP_ORDER] == list(ours(split)[OP_ORDER])   # after: the per-op table's default
     short = {split: {c: cfgs[c]["epochs"] for c in OP_ORDER if cfgs[c]["epochs"] < 40}
              for split, cfgs in (("unseen", DEFAULT_CONFIGS), ("known", KNOWN_CONFIGS))}
-    assert short == {"unseen": {"BMM": 39, "SOFTMAX": 8, "LN": 38}, "known": {"FC": 38, "LN": 39}}
+    assert short == {"unseen": {"FC": 38, "SOFTMAX": 8, "LN": 38}, "known": {"FC": 38, "SOFTMAX": 37, "LN": 39}}
     assert DEFAULT_CONFIGS["SOFTMAX"]["ensemble"] == 3
     u, k = short["unseen"], short["known"]
-    says(NB04, f"the unseen-GPU softmax model (E = {u['SOFTMAX']}, an ensemble of three), batched matmul ({u['BMM']}) and "
-               f"layernorm ({u['LN']}), and the training GPUs' FC ({k['FC']}) and layernorm ({k['LN']}) models")
-    from lib.selection import ENVELOPE_CLASSES
-    capped = ("OOD", "FC")              # an E = 40 row capped by a changed model: the training GPUs' FC (E = 38)
-    assert "FC" in ENVELOPE_CLASSES and KNOWN_CONFIGS["FC"]["epochs"] < 40 and t.loc[capped, "epochs"] == 40
-    forty = (t["epochs"] == 40) & (t.index != capped)
-    assert forty.sum() == 2 * len(OP_ORDER) - 6 and (b[forty] == a[forty]).all() and abs(a[capped] - b[capped]) < 0.01
-    says(NB04, "the E = 40 models are the same either way, and so are their rows, except FC's out of distribution, which "
-               "moves by under 0.01 points: amendment 6 caps those forecasts by the training GPUs' FC model, which trains "
-               f"{KNOWN_CONFIGS['FC']['epochs']} epochs")
+    says(NB04, f"the unseen-GPU softmax model (E = {u['SOFTMAX']}, an ensemble of three), FC ({u['FC']}) and "
+               f"layernorm ({u['LN']}), and the training GPUs' FC ({k['FC']}), softmax ({k['SOFTMAX']}) and layernorm "
+               f"({k['LN']}) models")
+    forty = t["epochs"] == 40
+    assert forty.sum() == 2 * len(OP_ORDER) - 6 and (b[forty] == a[forty]).all()
+    says(NB04, "the E = 40 models are the same either way, and so are their rows.")
     paper = paper_ood()
     o = lambda c: f"from {b[('OOD', c)]:.1f} to {a[('OOD', c)]:.1f}%"   # noqa: E731
-    assert paper["BMM"] < a[("OOD", "BMM")] < b[("OOD", "BMM")] and paper["SOFTMAX"] < b[("OOD", "SOFTMAX")] < a[("OOD", "SOFTMAX")]
-    says(NB04, f"Out of distribution the correction moved batched matmul {o('BMM')}, closer to the paper's {paper['BMM']:.1f} "
-               f"without reaching it, layernorm {o('LN')}, and softmax, the model it changed most (8 of 40 epochs), "
-               f"{o('SOFTMAX')}, further from the paper's {paper['SOFTMAX']:.1f}")
+    assert a[("OOD", "FC")] < b[("OOD", "FC")] and paper["SOFTMAX"] < b[("OOD", "SOFTMAX")] < a[("OOD", "SOFTMAX")]
+    assert paper["BMM"] < a[("OOD", "BMM")] and DEFAULT_CONFIGS["BMM"]["epochs"] == 40
+    says(NB04, f"Out of distribution the correction moved FC {o('FC')}, layernorm {o('LN')}, and softmax, the model it "
+               f"changed most (8 of 40 epochs), {o('SOFTMAX')}, further from the paper's {paper['SOFTMAX']:.1f}; batched "
+               f"matmul, whose default now trains all 40 epochs, stays at {a[('OOD', 'BMM')]:.1f}%, above the paper's "
+               f"{paper['BMM']:.1f}")
     fc = ("in-distribution", "FC")
-    assert a[fc] < b[fc]
-    says(NB04, f"On the training GPUs' held-out shapes FC improved, from {b[fc]:.1f} to {a[fc]:.1f}%")
+    assert a[fc] > b[fc]
+    says(NB04, f"On the training GPUs' held-out shapes FC got slightly worse, from {b[fc]:.1f} to {a[fc]:.1f}%")
 
 
 def test_04_amendment7():
@@ -288,9 +292,9 @@ def test_04_amendment7():
                f"tiles (oracle tiles: {ba(ORACLE, 'in-distribution', 'BMM')}%), out of distribution from "
                f"{ba(SPEC, 'OOD', 'BMM')}% (oracle tiles: {ba(ORACLE, 'OOD', 'BMM')}%)")
     assert a[(SPEC, "in-distribution", "FC")] > b[(SPEC, "in-distribution", "FC")]
-    assert a[(SPEC, "OOD", "FC")] > b[(SPEC, "OOD", "FC")]
-    says(NB04, f"FC got worse with spec-only tiles, the default: from {ba(SPEC, 'in-distribution', 'FC')}% in "
-               f"distribution and from {ba(SPEC, 'OOD', 'FC')}% out of distribution")
+    assert a[(SPEC, "OOD", "FC")] < b[(SPEC, "OOD", "FC")]
+    says(NB04, f"With spec-only tiles, the default, FC got worse in distribution, from "
+               f"{ba(SPEC, 'in-distribution', 'FC')}%, and better out of distribution, from {ba(SPEC, 'OOD', 'FC')}%")
     moved = lambda s_: "better" if a[(ORACLE, s_, "FC")] < b[(ORACLE, s_, "FC")] else "worse"   # noqa: E731
     same = moved("in-distribution") == moved("OOD")
     says(NB04, f"With oracle tiles FC got {moved('in-distribution')} in distribution "
@@ -309,7 +313,7 @@ def test_04_amendment7():
                f"{ood['BMM'] - paper['BMM']:.1f} points; FC's, {ood['FC']:.1f}%, stays below the paper's {paper['FC']:.1f}")
     says(NB04, "The amendment was proposed after a scratch run had shown BMM's OOD number improve")
     says(NB04, f"{b[(SPEC, 'OOD', 'BMM')]:.1f} -> {a[(SPEC, 'OOD', 'BMM')]:.1f} in this run")
-    says(NB04, "FC keeps `f_fill` although its default forecast got worse on both held-out splits")
+    says(NB04, "FC keeps `f_fill`, with which its default forecast got worse in distribution")
     # a6-read: amendment 6's table is on the models it was decided with; the default's FC since amendment 7
     a6 = table("04-amendment6").set_index("op_class")
     assert a6.loc["FC", "OOD, after (amendment 6)"] == b[(SPEC, "OOD", "FC")]
@@ -776,11 +780,10 @@ def test_05_seed_spread():
                f"but below its {train['paper_pct']:.1f} for training on {WORDS[train_below]} "
                f"seed{'' if train_below == 1 else 's'} of {n} only")
     # where the committed (first) seed ranks: the number of seeds with a higher mean APE
-    rank = {0: "the highest", 1: "the second highest"}
+    rank = {0: "the highest", 1: "the second highest", 2: "the third highest", 3: "the fourth highest", 4: "the lowest"}
     above_first = {k: int((seeds_of(k) > seeds_of(k).iloc[0]).sum()) for k in ("inference", "training")}
-    assert all(v in rank for v in above_first.values())
     says(NB05, f"The committed seed is {rank[above_first['inference']]} of the {n} for inference and "
-               f"{rank[above_first['training']]} for training, so the headline above sits at the unfavourable end of the spread")
+               f"{rank[above_first['training']]} for training.")
     below5 = int((seeds_of("fused inference") < 5).sum())
     says(NB05, f"Fused inference spans {fused['range']}%, under 5% on {WORDS[below5]} seed{'' if below5 == 1 else 's'} of "
                f"{WORDS[fused['seeds']]}")
@@ -794,7 +797,9 @@ def test_05_seed_spread():
     # the GPUs above the paper's averages with the committed seed
     above = {(k, d) for (k, d), v in r.items() if d != "ALL" and v["first"] > v["paper_pct"]}
     a40, h100_train, a80 = (r[k] for k in (("inference", A100_40), ("training", H100), ("training", A100_80)))
-    assert above == {("inference", H100), ("training", A100_80), ("inference", A100_40), ("training", H100)}
+    assert above == {("inference", H100), ("training", A100_80), ("inference", A100_40)}
+    says(NB05, "Of the GPUs above the paper's averages with the committed seed (H100 and A100-PCIE-40GB inference,\n"
+               "A100-80GB training)")
     assert h100["min_pct"] > h100["paper_pct"] and a80["min_pct"] > a80["paper_pct"]
     says(NB05, f"H100 inference stays above on every seed ({h100['range']}% against {h100['paper_pct']:.1f}), and so does "
                f"A100-80GB training ({a80['range']}% against {a80['paper_pct']:.1f})")

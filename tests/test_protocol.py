@@ -26,6 +26,14 @@ def test_choice_check_compares_adoption_flags_too():
     assert check["reproduced"].tolist() == [True, False]
 
 
+def test_stage_winners_takes_the_lowest_score_among_the_named_configs():
+    selection = pd.DataFrame({"op_class": ["EW", "EW", "EW", "LN", "LN"],
+                              "config": ["wave_l2", "logo_choice", "all5", "all5", "logo_choice"],
+                              "score": [12.0, 38.2, 49.9, 30.0, 20.0]})
+    # wave_l2 scores lowest for EW but is not among the named configs; ties would keep the table's order
+    assert protocol.stage_winners(selection, ("logo_choice", "all5")) == {"EW": "logo_choice", "LN": "logo_choice"}
+
+
 def test_committed_run_reproduced_every_recorded_choice():
     # notebook 04 reports recorded choices it does not reproduce instead of stopping; the committed figures must
     # still come from a run that reproduced them all, in MKL's vendor-neutral numerics that lib pins (lib/__init__);

@@ -54,26 +54,33 @@ def one(df: pd.DataFrame, **where) -> pd.Series:
 # ---------------------------------------------------------------- "Two commands", "Reproducibility", layout
 
 def test_reference_machine_matches_provenance():
-    """The reference machine's cores, training threads and vector ISA: figures/PROVENANCE.json."""
+    """The reference machine's cores, training threads, CPU model and vector ISA: figures/PROVENANCE.json."""
     machine = json.loads((ROOT / "figures" / "PROVENANCE.json").read_text())["machine"]
     say(f"Times on the {machine['cpus']}-core reference machine")
     say(f"every predictor trains on {machine['train_threads']} torch threads")
-    say(f"{machine['cpu_capability']} like the reference")   # the reference's ISA as PROVENANCE records it
+    say(f"The committed results come from a full run on a {machine['cpus']}-core Intel Xeon")
+    say(f'`/proc/cpuinfo` names it "{machine["cpu_model"]}"')
+    say(f"torch vector ISA ({machine['cpu_capability']})")
+
+
+def test_committed_weights_as_provenance_records_them():
+    """The committed weights' count, size and training CPU: PROVENANCE.json's reference_weights."""
+    record = json.loads((ROOT / "figures" / "PROVENANCE.json").read_text())["reference_weights"]
+    trained_on = " and ".join(f"{n} trained on {cpu}" if cpu != "unrecorded" else f"{n} with no CPU recorded"
+                              for cpu, n in record["trained_on"].items())
+    say(f"now {record['models']} models, {record['bytes'] / 1e6:.0f} MB, {trained_on}")
+    assert not record["left_out"]   # the README says every model fits under the cap
 
 
 def test_second_cpu_against_the_committed_scores():
-    """The committed scores of the predictor `make repro` retrains, and the reference machine's cache folder, as the
-    README quotes them beside the Intel Xeon's (figures/tables/predictor_scaling.csv, figures/PROVENANCE.json)."""
+    """The committed scores of the predictor `make repro` retrains, beside the AMD EPYC's of the run before
+    (figures/tables/predictor_scaling.csv; the AMD EPYC's numbers are history, quoted as measured then)."""
     from lib import repro
     committed = repro.reference_scores()
-    say(f"against the committed {committed['in_dist_mape']:.2f}% and {committed['ood_mape']:.2f}%")
-    say(f"17.85 / 14.03 against {committed['in_dist_mape']:.2f} / {committed['ood_mape']:.2f} on the Intel Xeon")
+    say(f"scores {committed['in_dist_mape']:.2f}% in distribution and {committed['ood_mape']:.2f}% out of distribution "
+        "on the Intel Xeon, where the AMD EPYC's scored 16.95% and 13.94%")
     mlp16 = one(table("predictor_scaling"), predictor="MLP", layers=16)
-    say(f"8,924% against {mlp16.ood_mape:,.0f}%")
-    machine = json.loads((ROOT / "figures" / "PROVENANCE.json").read_text())["machine"]
-    say("as the AMD EPYC of the committed run" if machine["cpu_model"] == "AMD EPYC" else machine["cpu_model"])
-    libs = "-".join(f"{k}{v}" for k, v in machine["libraries"].items())
-    say(f"`{libs}-amd-epyc-blas-{machine['blas_fingerprint']}-threads{machine['train_threads']}`")
+    say(f"a run-off on H100, {mlp16.ood_mape:,.0f}% against 32,240%")
 
 
 def _h_min(seconds: float) -> str:
@@ -93,7 +100,8 @@ def test_make_figures_times_match_provenance():
     """The cold estimate (whole run and per notebook) and the warm rerun's wall time: figures/PROVENANCE.json."""
     prov = json.loads((ROOT / "figures" / "PROVENANCE.json").read_text())
     assert "cold_estimate_s" in prov, "PROVENANCE.json has no cold estimate: rerun `make figures` (every notebook)"
-    _says_about("`make figures` from a fresh clone: about {} on two cores", prov["cold_estimate_s"])
+    _says_about("Training every predictor anew (`NEUSIGHT_NO_REFERENCE=1`, or a change that gives every model a new key) "
+                "takes about {} on two cores", prov["cold_estimate_s"])
     per = {nb[:2]: c for nb, c in prov["models_per_notebook"].items()}
     _says_about(f"04 about {{}} ({per['04']['loaded'] + per['04']['trained']} predictors", per["04"]["cold_s"])
     _says_about("03 about {}", per["03"]["cold_s"])
@@ -124,10 +132,10 @@ def test_dataset_gpu_and_model_counts():
     direct = scaling[scaling["predictor"].isin(["MLP", "Transformer"])]
     ids = {p: g.sort_values("layers")["in_dist_mape"].tolist() for p, g in direct.groupby("predictor")}
     lower = {p: "holds" if v[-1] < v[0] else "does not hold" for p, v in ids.items()}
-    assert lower == {"Transformer": "holds", "MLP": "does not hold"}, lower
-    assert ids["MLP"][-1] - ids["MLP"][0] < 1                                        # "rises slightly"
-    say(f"holds for our transformers ({ids['Transformer'][0]:.1f}% -> {ids['Transformer'][-1]:.1f}%) but not our "
-        f"MLPs (their error rises slightly, to {ids['MLP'][-1]:.1f}%)")
+    assert lower == {"Transformer": "holds", "MLP": "holds"}, lower
+    assert ids["MLP"][0] - ids["MLP"][-1] < 1                                        # "by a little"
+    say(f"holds for our transformers ({ids['Transformer'][0]:.1f}% -> {ids['Transformer'][-1]:.1f}%) and, by a "
+        f"little, our MLPs ({ids['MLP'][0]:.1f}% -> {ids['MLP'][-1]:.1f}%)")
     by_gpu = table("predictor_scaling_by_gpu")
     mlp_h100 = by_gpu[by_gpu["predictor"].str.startswith("MLP") & (by_gpu["device"] == "NVIDIA H100 80GB HBM3")]
     assert len(mlp_h100) == 2
@@ -149,17 +157,20 @@ def test_schedule_correction():
     """The lr-schedule correction before -> after, per op (04-schedule-correction) and end to end (e2e_schedule_correction)."""
     t = table("04-schedule-correction").query("split == 'OOD'").set_index("op_class")
     b, a = t["before (own E-epoch schedule)"], t["after (the search run's schedule)"]
-    assert a["BMM"] < b["BMM"] and b["SOFTMAX"] < a["SOFTMAX"] and t.loc["SOFTMAX", "epochs"] == 8
-    say(f"(the unseen-GPU softmax model trains {t.loc['SOFTMAX', 'epochs']} epochs, four more default models 38-39,")
+    from lib.selection import DEFAULT_CONFIGS, KNOWN_CONFIGS
+    short = sorted(cfg["epochs"] for cfgs in (DEFAULT_CONFIGS, KNOWN_CONFIGS) for c, cfg in cfgs.items()
+                   if cfg["epochs"] < 40 and not (cfgs is DEFAULT_CONFIGS and c == "SOFTMAX"))
+    assert t.loc["SOFTMAX", "epochs"] == 8 and t.loc["BMM", "epochs"] == 40 and a["BMM"] == b["BMM"]
+    say(f"(the unseen-GPU softmax model trains {t.loc['SOFTMAX', 'epochs']} epochs, {WORDS[len(short)]} more default "
+        f"models {short[0]}-{short[-1]},")
     paper = t["paper"]
-    assert paper["BMM"] < a["BMM"] and paper["SOFTMAX"] < b["SOFTMAX"]
-    say(f"the correction moved batched matmul from {b['BMM']:.1f} to {a['BMM']:.1f}%, closer to the paper's "
-        f"{paper['BMM']:.1f} but not below it, and softmax from {b['SOFTMAX']:.1f} to {a['SOFTMAX']:.1f}%, further from "
-        f"the paper's {paper['SOFTMAX']:.1f}")
+    assert a["FC"] < b["FC"] and b["SOFTMAX"] < a["SOFTMAX"] and paper["SOFTMAX"] < b["SOFTMAX"]
+    say(f"the correction moved FC from {b['FC']:.1f} to {a['FC']:.1f}% and softmax from {b['SOFTMAX']:.1f} to "
+        f"{a['SOFTMAX']:.1f}%, further from the paper's {paper['SOFTMAX']:.1f}, and left batched matmul, whose default "
+        f"now trains all 40 epochs, at {a['BMM']:.1f}%")
     e2e = table("e2e_schedule_correction").groupby("kind")[["ape_before", "ape_after"]].mean()
-    assert (e2e["ape_after"] - e2e["ape_before"]).abs().max() < 0.1
     f = lambda k: f"{e2e.loc[k, 'ape_before']:.2f} -> {e2e.loc[k, 'ape_after']:.2f}%"   # noqa: E731
-    say(f"end to end the mean APE moved by under 0.1 point: {f('inference')} (inference), {f('training')} (training) "
+    say(f"end to end the mean APE moved: {f('inference')} (inference), {f('training')} (training) "
         f"and {f('fused inference')} (fused)")
 
 
@@ -252,13 +263,13 @@ def test_amendment7():
     b, a = a7["before (amendment 6)"], a7["after (amendment 7)"]
     paper = table("perop_ci").query("method == @SPEC and split == 'OOD'").set_index("op_class")["paper_pct"]
     bmm_better = a["OOD", "BMM"] < b["OOD", "BMM"] and a["in-distribution", "BMM"] < b["in-distribution", "BMM"]
-    fc_worse = a["OOD", "FC"] > b["OOD", "FC"] and a["in-distribution", "FC"] > b["in-distribution", "FC"]
-    assert bmm_better and fc_worse
+    fc_mixed = a["OOD", "FC"] < b["OOD", "FC"] and a["in-distribution", "FC"] > b["in-distribution", "FC"]
+    assert bmm_better and fc_mixed
     misses = "still misses" if a["OOD", "BMM"] > paper["BMM"] else "now meets"
     say(f"BMM improved, OOD {b['OOD', 'BMM']:.1f} -> {a['OOD', 'BMM']:.1f} and in-distribution "
         f"{b['in-distribution', 'BMM']:.1f} -> {a['in-distribution', 'BMM']:.1f}, and {misses} the paper's "
-        f"{paper['BMM']:.1f}; FC got worse, OOD {b['OOD', 'FC']:.1f} -> {a['OOD', 'FC']:.1f} and in-distribution "
-        f"{b['in-distribution', 'FC']:.1f} -> {a['in-distribution', 'FC']:.1f}.")
+        f"{paper['BMM']:.1f}; FC got better out of distribution, {b['OOD', 'FC']:.1f} -> {a['OOD', 'FC']:.1f}, and worse "
+        f"in distribution, {b['in-distribution', 'FC']:.1f} -> {a['in-distribution', 'FC']:.1f}.")
 
     # end to end: notebook 05 forecasts every label with the defaults as amendment 6 left them and with today's
     say("End to end (`figures/tables/e2e_amendment7.csv`)")
@@ -490,16 +501,15 @@ def test_e2e_interval_wording():
     assert inf["neusight_ape"].mean() > E2E_TARGET_PCT and (inf["neusight_ape"] - inf["paper_neusight"]).mean() < 0
     assert train["neusight_ape"].mean() > E2E_TARGET_PCT
     assert (train["neusight_ape"] - train["paper_neusight"]).mean() > 0                             # "we trail the paper"
-    assert side(inf["neusight_ape"], E2E_TARGET_PCT) == "above"
-    assert bootstrap_mean_ci(inf["neusight_ape"])[0] < E2E_TARGET_PCT + 0.5                          # "(just)"
-    assert side(inf["neusight_ape"] - inf["paper_neusight"], 0) == "spans"
-    say(f"For inference, the miss of the {E2E_TARGET_PCT:g}% target is clear of chance (just), our lead over the "
-        f"paper on the same labels is not.")
+    assert side(inf["neusight_ape"], E2E_TARGET_PCT) == "spans"
+    assert side(inf["neusight_ape"] - inf["paper_neusight"], 0) == "below"
+    say(f"For inference, the miss of the {E2E_TARGET_PCT:g}% target is within chance, and our lead over the paper on "
+        f"the same labels is clear.")
     assert side(train["neusight_ape"], E2E_TARGET_PCT) == "above"
     assert side(train["neusight_ape"] - train["paper_neusight"], 0) == "spans"
     say("For training, the miss is clear of chance too; that we trail the paper on the same labels is not.")
-    # the shortfall list: both misses clear of chance, inference's just; training's mean above the paper's
-    say("(in both, the miss is clear of chance, for inference just;")
+    # the shortfall list: training's miss clear of chance, inference's not; training's mean above the paper's
+    say("(for training the miss is clear of chance, for inference it is within chance;")
     paper_labels = train.dropna(subset=["paper_neusight"])
     say(f"For training our mean is above the paper's too ({paper_labels['neusight_ape'].mean():.1f}% against "
         f"{paper_labels['paper_neusight'].mean():.1f}%), a gap within chance.")
@@ -663,9 +673,9 @@ def test_e2e_seed_spread():
     r = e2e_seed_ranges()
     inf, train = r[("inference", "ALL")], r[("training", "ALL")]
     assert inf["min_pct"] > 5 and train["min_pct"] > 5
-    assert inf["max_pct"] - inf["first"] <= 0.1 and train["max_pct"] - train["first"] <= 0.1   # "at the high end"
+    assert inf["min_pct"] < inf["first"] < inf["max_pct"] and train["min_pct"] < train["first"] < train["max_pct"]
     say(f"over {WORDS[inf['seeds']]} seeds the mean APE is {inf['range']}% for inference and {train['range']}% for "
-        f"training, with the committed seed at the high end")
+        f"training, the committed seed within both ranges")
     h100, a80 = r[("inference", "NVIDIA H100 80GB HBM3")], r[("training", "NVIDIA A100 80GB PCIe")]
     assert h100["mean_forecast_pct"] > h100["paper_pct"] and a80["mean_forecast_pct"] > a80["paper_pct"]
     say(f"Averaging\neach label's forecast over the {WORDS[inf['seeds']]} seeds gives {inf['mean_forecast_pct']:.1f}% and "
