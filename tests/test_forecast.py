@@ -384,7 +384,9 @@ def test_cli_says_fused_training_is_unvalidated():
 
 def test_cli_a_bad_cache_migration_is_one_line(tmp_path):
     # NEUSIGHT_MIGRATE_FROM names a fingerprint with no kernel table to compare with: lib.data.DataError, one line
-    env = {**os.environ, "NEUSIGHT_BUILD": str(tmp_path / "build"), "NEUSIGHT_MIGRATE_FROM": "0123456789abcdef"}
+    # (without the committed weights, which would serve every model before a migration is tried)
+    env = {**os.environ, "NEUSIGHT_BUILD": str(tmp_path / "build"), "NEUSIGHT_MIGRATE_FROM": "0123456789abcdef",
+           "NEUSIGHT_NO_REFERENCE": "1"}
     args = ["--model", GPT2, "--device", L4, "--batch", 1, "--seq", 128, "--mode", "inference"]
     r = subprocess.run([sys.executable, "-m", "lib.forecast", *map(str, args)], capture_output=True, text=True,
                        cwd=paths.ROOT, env=env, timeout=900)
