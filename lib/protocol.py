@@ -75,7 +75,8 @@ def choice_check(protocol_name: str, recorded: dict, recomputed: dict) -> pd.Dat
 def stage_winners(selection: pd.DataFrame, configs) -> dict:
     """{op_class: config} with the lowest score among `configs` in a selection table (notebook 04: amendment 1's)."""
     rows = selection[selection["config"].isin(configs)].sort_values(["op_class", "score"], kind="stable")
-    return dict(zip(*rows.groupby("op_class", sort=False).head(1)[["op_class", "config"]].to_numpy().T))
+    best = rows.groupby("op_class", sort=False).head(1)
+    return dict(zip(best["op_class"], best["config"]))
 
 
 def winner_choices(winners: pd.DataFrame) -> dict:
