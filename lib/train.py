@@ -78,7 +78,7 @@ def library_versions() -> dict:
 @functools.cache
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo, else platform.processor()): with the same vector ISA, MKL_CBWR and BLAS
-    fingerprint, an Intel Xeon trained other weights than the AMD EPYC of the committed run (README, Reproducibility)."""
+    fingerprint, an Intel Xeon trained other weights than an AMD EPYC (README, Reproducibility)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
