@@ -38,6 +38,7 @@ data: $(STAMP) ## materialize data/neusight/ and verify its sha256 manifest
 figures: data $(FULL_RUNS) ## run every notebook with params/full: build/notebooks/, figures/ (trained models too), README results
 	$(PY) -m lib.notebooks provenance $(FULL_RUNS)
 	$(PY) -m lib.report
+	$(PY) -m lib.outputs
 
 build/notebooks/%.ipynb: notebooks/%.ipynb params/full/%.yaml $(LIB) | data
 	$(PY) -m lib.notebooks run $< params/full/$*.yaml $@

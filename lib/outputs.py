@@ -1,0 +1,139 @@
+"""The map of figures/ (figures/INDEX.md): which notebook, and which section of it, writes each table and figure.
+
+    python -m lib.outputs            write figures/INDEX.md from the notebooks' source (`make figures` runs it)
+    python -m lib.outputs --check    exit 1 if INDEX.md is stale, or a file in figures/ has no writer (or a writer no file)
+
+A writer is a call save_table(df, "<name>") or save_figure(fig, "<name>") (lib.plotting) in a notebook's code cell, with
+the name as a literal: figures/tables/<name>.csv and figures/<name>.png. Its section is the last markdown heading above
+it, under the last heading one level up ("## A > ### B"). Nothing is executed: the index reads source only.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+from .cli import Parser
+
+WRITERS = {"save_table": "tables/{}.csv", "save_figure": "{}.png"}
+# figures/ files written by lib code rather than a notebook: {file: (writer, section)}
+OTHER_WRITERS = {"tables/bench.csv": ("`make bench` (lib.bench)", "speed targets")}
+INDEX_NAME = "INDEX.md"
+HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
+MAGIC = re.compile(r"^\s*[%!]")   # IPython line magics and shell escapes: not Python
+
+
+class OutputsError(ValueError):
+    """A notebook whose writers cannot be read (not a literal name, not Python); names the notebook and cell."""
+
+
+def _writer_names(source: str, where: str) -> list[tuple[str, str]]:
+    """(writer, name) of each save_table / save_figure call in one code cell's source, in order."""
+    code = "\n".join("" if MAGIC.match(line) else line for line in source.splitlines())
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        raise OutputsError(f"{where}: not Python ({e.msg}, line {e.lineno})") from None
+    found = []
+    for node in ast.walk(tree):
+        func = getattr(node, "func", None)
+        writer = getattr(func, "id", None) or getattr(func, "attr", None)
+        if not isinstance(node, ast.Call) or writer not in WRITERS:
+            continue
+        name = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "name"), None)
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            raise OutputsError(f"{where}: {writer} needs its name as a literal string for figures/{INDEX_NAME}")
+        found.append((node.lineno, node.col_offset, writer, name.value))
+    return [(w, n) for *_, w, n in sorted(found)]
+
+
+def notebook_outputs(path: Path) -> pd.DataFrame:
+    """One row per table or figure a notebook writes: file (under figures/), notebook, section, cell (its id)."""
+    path = Path(path)
+    try:
+        cells = json.loads(path.read_text())["cells"]
+    except (OSError, ValueError, KeyError) as e:
+        raise OutputsError(f"{path}: not a notebook ({type(e).__name__}: {e})") from None
+    headings: dict[int, str] = {}   # level -> text of the last heading at that level
+    rows = []
+    for i, cell in enumerate(cells):
+        source = "".join(cell.get("source", []))
+        if cell.get("cell_type") == "markdown":
+            for m in map(HEADING.match, source.splitlines()):
+                if m:
+                    level = len(m.group(1))
+                    headings = {k: v for k, v in headings.items() if k < level} | {level: m.group(2)}
+        elif cell.get("cell_type") == "code":
+            cell_id = str(cell.get("id", i))
+            # the title (level 1) names the notebook; a section is the two deepest headings under it
+            section = " > ".join([v for k, v in sorted(headings.items()) if k > 1][-2:])
+            for writer, name in _writer_names(source, f"{path.name}, cell {cell_id}"):
+                rows.append({"file": WRITERS[writer].format(name), "notebook": path.stem, "section": section,
+                             "cell": cell_id})
+    return pd.DataFrame(rows, columns=["file", "notebook", "section", "cell"])
+
+
+def index_table(notebooks: list[Path] | None = None) -> pd.DataFrame:
+    """notebook_outputs of every notebook (notebooks/*.ipynb in order), then OTHER_WRITERS; an error if two writers
+    write one file."""
+    notebooks = sorted(paths.ROOT.glob("notebooks/[0-9]*.ipynb")) if notebooks is None else notebooks
+    other = pd.DataFrame([{"file": f, "notebook": w, "section": s, "cell": ""} for f, (w, s) in OTHER_WRITERS.items()])
+    table = pd.concat([*map(notebook_outputs, notebooks), other], ignore_index=True)
+    twice = table.loc[table["file"].duplicated(), "file"].tolist()
+    if twice:
+        raise OutputsError(f"written by more than one cell: {', '.join(sorted(set(twice)))}")
+    return table
+
+
+def unmatched(table: pd.DataFrame, figures: Path | None = None) -> tuple[list[str], list[str]]:
+    """(files in figures/ (tables/*.csv, *.png) that no writer writes, writers whose file is not there)."""
+    figures = figures or paths.FIGURES
+    present = {p.relative_to(figures).as_posix() for p in [*figures.glob("*.png"), *figures.glob("tables/*.csv")]}
+    indexed = set(table["file"])
+    return sorted(present - indexed), sorted(indexed - present)
+
+
+def render(table: pd.DataFrame) -> str:
+    """figures/INDEX.md: one markdown table per notebook (file, section, cell)."""
+    out = ["# What is in figures/", "",
+           "Written by `python -m lib.outputs` from the notebooks' source (`make figures`); do not edit. Each table "
+           "(`tables/*.csv`) and figure (`*.png`) with the notebook and section that write it, and the cell's id. "
+           "`PROVENANCE.json` records the run; `predictors/` holds its trained models.", ""]
+    for notebook, rows in table.groupby("notebook", sort=False):
+        out += [f"## {notebook}", "", "| file | section | cell |", "|---|---|---|"]
+        out += [f"| `{r.file}` | {r.section.replace('|', '/')} | {f'`{r.cell}`' if r.cell else ''} |"
+                for r in rows.itertuples()]
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(prog="python -m lib.outputs", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if figures/INDEX.md is stale or incomplete")
+    args = parser.parse_args(argv)
+    try:
+        table = index_table()
+    except OutputsError as e:
+        print(f"lib.outputs: {e}", file=sys.stderr)
+        return 2
+    text, target = render(table), paths.FIGURES / INDEX_NAME
+    unwritten, missing = unmatched(table)
+    problems = [f"{target}: no notebook writes {f}" for f in unwritten]
+    problems += [f"{target}: {f} is written by a notebook but is not in figures/ (run make figures)" for f in missing]
+    if args.check:
+        if not target.is_file() or target.read_text() != text:
+            problems.insert(0, f"{target} is stale: run python -m lib.outputs")
+        print("\n".join(problems) or f"{target}: current, {len(table)} files", file=sys.stderr if problems else sys.stdout)
+        return 1 if problems else 0
+    paths.write_atomic(target, lambda tmp: tmp.write_text(text))
+    print(f"{target}: {len(table)} files" + "".join(f"\n  {p}" for p in problems))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""lib.outputs: the map of figures/ (figures/INDEX.md), read from the notebooks' source."""
+import json
+
+import pytest
+
+from lib import outputs
+
+
+def _notebook(tmp_path, cells, name="09-demo.ipynb"):
+    """A notebook file of (cell_type, source, id) cells."""
+    path = tmp_path / name
+    path.write_text(json.dumps({"cells": [{"cell_type": t, "source": s, "id": i, "metadata": {}} for t, s, i in cells],
+                                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def test_sections_and_writers_by_hand(tmp_path):
+    nb = _notebook(tmp_path, [
+        ("markdown", "# 09 Demo\nintro", "t"),
+        ("code", "%matplotlib inline\nsave_table(df, 'early')", "c0"),
+        ("markdown", "## Alpha\ntext\n### Beta", "m1"),
+        ("code", "fig = plot()\nplotting.save_figure(\n    fig,\n    'beta-fig')\nsave_table(x, name='beta')", "c1"),
+        ("markdown", "#### Gamma", "m2"),
+        ("code", "save_table(y, 'gamma')", "c2"),
+        ("markdown", "## Delta", "m3"),
+        ("code", "print('no writer'); save_tables(z, 'not-a-writer')", "c3"),
+        ("code", "save_figure(fig, 'delta', show=False)", "c4"),
+    ])
+    got = outputs.notebook_outputs(nb)
+    assert got.to_dict("records") == [
+        {"file": "tables/early.csv", "notebook": "09-demo", "section": "", "cell": "c0"},
+        {"file": "beta-fig.png", "notebook": "09-demo", "section": "Alpha > Beta", "cell": "c1"},
+        {"file": "tables/beta.csv", "notebook": "09-demo", "section": "Alpha > Beta", "cell": "c1"},
+        # the two deepest headings under the title
+        {"file": "tables/gamma.csv", "notebook": "09-demo", "section": "Beta > Gamma", "cell": "c2"},
+        # a new "##" closes "###" and "####"
+        {"file": "delta.png", "notebook": "09-demo", "section": "Delta", "cell": "c4"},
+    ]
+
+
+def test_a_name_that_is_not_a_literal_is_an_error_naming_the_cell(tmp_path):
+    nb = _notebook(tmp_path, [("code", "name = 'x'\nsave_table(df, name)", "bad-cell")])
+    with pytest.raises(outputs.OutputsError, match=r"09-demo.ipynb, cell bad-cell: save_table needs its name"):
+        outputs.notebook_outputs(nb)
+
+
+def test_bad_notebooks_are_errors_naming_the_file(tmp_path):
+    broken = tmp_path / "10-broken.ipynb"
+    broken.write_text("{not json")
+    with pytest.raises(outputs.OutputsError, match="10-broken.ipynb: not a notebook"):
+        outputs.notebook_outputs(broken)
+    with pytest.raises(outputs.OutputsError, match="cell 3: not Python"):
+        outputs.notebook_outputs(_notebook(tmp_path, [("code", "def f(:", "3")]))
+
+
+def test_one_file_written_twice_is_an_error(tmp_path):
+    a = _notebook(tmp_path, [("code", "save_table(df, 'same')", "a")], "09-a.ipynb")
+    b = _notebook(tmp_path, [("code", "save_table(df, 'same')", "b")], "09-b.ipynb")
+    with pytest.raises(outputs.OutputsError, match="more than one cell: tables/same.csv"):
+        outputs.index_table([a, b])
+
+
+def test_unmatched_both_ways(tmp_path):
+    nb = _notebook(tmp_path, [("code", "save_table(df, 'kept')\nsave_figure(fig, 'gone')", "c")])
+    table = outputs.index_table([nb])
+    figures = tmp_path / "figures"
+    (figures / "tables").mkdir(parents=True)
+    for f in ["tables/kept.csv", "tables/bench.csv", "stray.png", "PROVENANCE.json"]:
+        (figures / f).write_text("x")
+    assert outputs.unmatched(table, figures) == (["stray.png"], ["gone.png"])
+
+
+def test_render_by_hand(tmp_path):
+    nb = _notebook(tmp_path, [("markdown", "# T\n## A | B", "m"), ("code", "save_table(df, 'x')", "c")])
+    text = outputs.render(outputs.index_table([nb]))
+    assert "## 09-demo\n\n| file | section | cell |\n|---|---|---|\n| `tables/x.csv` | A / B | `c` |\n" in text
+    assert "## `make bench` (lib.bench)\n\n| file | section | cell |\n|---|---|---|\n| `tables/bench.csv` | speed targets |  |" in text
+
+
+def test_committed_index_is_current_and_complete():
+    assert outputs.main(["--check"]) == 0, "figures/INDEX.md is stale or incomplete: run `python -m lib.outputs`"
