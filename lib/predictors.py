@@ -215,23 +215,11 @@ def _migration_source() -> str | None:
     return _migration_source_for(env_value, fingerprint("nvidia")) if env_value else None
 
 
-def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPredictor:
-    """Train (or load from build/predictors/) the utilization MLP of one op class.
-
-    cfg: TrainConfig, or a dict of its fields plus `max_rows` (seeded subsample of training rows);
-    None = DEFAULT_CONFIGS[op_class]. force=True retrains even when a cached model exists.
-    `ensemble: n` (dict configs) trains seeds seed..seed+n-1 and averages their latencies.
-    """
-    cfg = DEFAULT_CONFIGS[op_class] if cfg is None else cfg
-    if isinstance(cfg, dict) and cfg.get("ensemble", 1) != 1:
-        make_config(cfg)                                   # validates every key, ensemble included
-        n, seed = cfg["ensemble"], cfg.get("seed", 0)
-        ps = [train_predictor(op_class, {**cfg, "ensemble": 1, "seed": seed + i}, force) for i in range(n)]
-        info = {**ps[0].info, "train_seconds": sum(p.info["train_seconds"] for p in ps),
-                "best_epoch": float(np.median([p.info["best_epoch"] for p in ps])),
-                "cached": all(p.info["cached"] for p in ps), "ensemble": n}
-        return replace(ps[0], info=info, members=tuple(ps[1:]))
-    cfg, max_rows, features, validation, device_factors, overhead, hold_mem, held_out = make_config(cfg)
+def _saved_model(op_class: str, cfg, force: bool = False, weights: bool = True) -> tuple:
+    """(state, info, make_config(cfg), input names, n_devices) of one single-seed config, from lib.train.cached
+    (state None: weights=False found a model committed without weights)."""
+    parsed = make_config(cfg)
+    cfg, max_rows, features, validation, device_factors, overhead, hold_mem, held_out = parsed
     names = input_names(op_class, features)
     n_devices = len(TRAIN_GPUS_NVIDIA) if device_factors else 0
     # The key names everything the training table is made from (the dataset's fingerprint, the
@@ -252,7 +240,38 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
 
     with reference_weights.disabled() if force else contextlib.nullcontext():   # force: not the committed weights
         state, info = train_mod.cached(name, key, functools.partial(
-            _fit_state, op_class, cfg, max_rows, features, names, validation, n_devices, overhead, held_out))
+            _fit_state, op_class, cfg, max_rows, features, names, validation, n_devices, overhead, held_out),
+            weights=weights)
+    return state, info, parsed, names, n_devices
+
+
+def training_info(op_class: str, cfg) -> dict:
+    """info of one single-seed config's model (its per-epoch history, train_seconds, ...), trained or loaded as
+    train_predictor would, without its weights: all a selection run reads (lib.protocol.selection_curves), so the
+    committed copy of such a model holds none (lib.reference_weights.sync) (notebook 04)."""
+    if isinstance(cfg, dict) and cfg.get("ensemble", 1) != 1:
+        raise ValueError("training_info: one seed at a time (ensemble 1)")
+    return _saved_model(op_class, cfg, weights=False)[1]
+
+
+def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPredictor:
+    """Train (or load from build/predictors/) the utilization MLP of one op class.
+
+    cfg: TrainConfig, or a dict of its fields plus `max_rows` (seeded subsample of training rows);
+    None = DEFAULT_CONFIGS[op_class]. force=True retrains even when a cached model exists.
+    `ensemble: n` (dict configs) trains seeds seed..seed+n-1 and averages their latencies.
+    """
+    cfg = DEFAULT_CONFIGS[op_class] if cfg is None else cfg
+    if isinstance(cfg, dict) and cfg.get("ensemble", 1) != 1:
+        make_config(cfg)                                   # validates every key, ensemble included
+        n, seed = cfg["ensemble"], cfg.get("seed", 0)
+        ps = [train_predictor(op_class, {**cfg, "ensemble": 1, "seed": seed + i}, force) for i in range(n)]
+        info = {**ps[0].info, "train_seconds": sum(p.info["train_seconds"] for p in ps),
+                "best_epoch": float(np.median([p.info["best_epoch"] for p in ps])),
+                "cached": all(p.info["cached"] for p in ps), "ensemble": n}
+        return replace(ps[0], info=info, members=tuple(ps[1:]))
+    state, info, parsed, names, n_devices = _saved_model(op_class, cfg, force)
+    cfg, _, features, validation, _, overhead, hold_mem, held_out = parsed
     model = _model_kind(overhead)[0](len(names), cfg.layers, cfg.width, n_devices)
     model.load_state_dict(state["model"])
     model.eval()

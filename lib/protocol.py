@@ -190,15 +190,15 @@ def selection_curves(op_class: str, cfg: dict, holdouts=None, shapes: bool = Tru
     Columns: op_class, run ('shapes' or the held-out GPU), seed, epoch (1-based), val_mape.
     """
     from .devices import TRAIN_GPUS_NVIDIA
-    from .predictors import train_predictor
+    from .predictors import training_info
     cfg = dict(cfg or {})
     n, seed0 = cfg.pop("ensemble", 1), cfg.get("seed", 0)
     rows = []
     for run in [*(TRAIN_GPUS_NVIDIA if holdouts is None else holdouts), *(["shapes"] if shapes else [])]:
         for s in range(seed0, seed0 + n):
-            p = train_predictor(op_class, {**cfg, "seed": s, "validation": run})
+            info = training_info(op_class, {**cfg, "seed": s, "validation": run})   # the history, not the weights
             rows += [{"op_class": op_class, "run": run, "seed": s, "epoch": h["epoch"] + 1,
-                      "val_mape": 100 * h["val_loss"]} for h in p.info["history"]]
+                      "val_mape": 100 * h["val_loss"]} for h in info["history"]]
     return pd.DataFrame(rows)
 
 

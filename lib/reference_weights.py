@@ -6,7 +6,8 @@ against the AMD EPYC that made the run of 2026-11-25, `make repro`), and every t
 within the spread over training seeds. Prediction is not chaotic: it runs each model once, so a last-bit difference
 stays in the last bit. So the full run's models are kept as files named like the machine cache's (<name>-<key>.pt,
 lib.train.cache_path), and lib.train.cached loads one of them before it looks at this machine's cache: the key names
-the data, config and code, so a model whose code or data changed has a new key, misses here and trains.
+the data, config and code, so a model whose code or data changed has a new key, misses here and trains. A model the
+run read only for its info (a selection run's history) is kept without its weights (sync).
 NEUSIGHT_NO_REFERENCE=1 trains every model on this machine instead (as `make repro` and `make bench` always do).
 """
 from __future__ import annotations
@@ -26,7 +27,8 @@ NO_REFERENCE_ENV = "NEUSIGHT_NO_REFERENCE"   # set (to anything but '' or 0): tr
 # A guard against committing a giant by mistake: the largest models, the paper's predictor size (8 x 512,
 # lib.selection.PAPER_CONFIGS), are about 7.4 MB each (1.8 million float32 weights), about 37 MB for the five of them
 # (67 minutes of training on the reference machine). Most of the others are 4 x 128 MLPs of about 0.2 MB each: the
-# 672 models of the run of 2026-11-27 take 183 MB together (figures/PROVENANCE.json, reference_weights).
+# 672 models of the run of 2026-11-27 took 183 MB together, 121 MB since the 303 that only selection runs read are kept
+# without weights (sync; figures/PROVENANCE.json, reference_weights).
 REFERENCE_MAX_BYTES = 10_000_000
 
 
@@ -86,41 +88,60 @@ def file_hash(path: Path) -> str:
 
 # After a full run the committed folder holds exactly the models the run used, each from where lib.train.cached found
 # it (its ledger records say: the committed folder, or this machine's cache, where it was also trained, and the hash
-# of what it loaded), less those above REFERENCE_MAX_BYTES. Nothing is copied or removed unless every model is still
-# where the run took it, with the bytes it had.
+# of what it loaded), less those above REFERENCE_MAX_BYTES. A model whose every use read its info alone (weights:
+# false, a selection run's history) is kept without weights: {"state": None, "info": info}, a few kB instead of about
+# 0.2 MB. Nothing is copied or removed unless every model is still where the run took it, with the bytes it had.
 def sync(used: dict[str, list[dict]], machine_cache: Path) -> dict:
     """Make folder() hold the models of `used` ({file name: its ledger records}) from itself or `machine_cache`;
-    {models, bytes, trained_on, left_out}."""
+    {models, bytes, without_weights, trained_on, left_out}."""
+    import torch
     dest = folder()
     plan, left_out, problems = {}, [], []
     for name, records in sorted(used.items()):
         committed, own = dest / name, machine_cache / name
-        from_committed = {r.get("reference", False) for r in records}
-        hashes = {r["sha256"] for r in records if "sha256" in r}   # ledgers before 2026-11-27 have none
-        sources = [f for f, wanted in ((committed, True in from_committed), (own, False in from_committed)) if wanted]
+        where = lambda r: committed if r.get("reference", False) else own
+        sources = [f for f in (committed, own) if any(where(r) == f for r in records)]
+        weights = any(r.get("weights", True) for r in records)   # ledgers before 2026-11-28 have no "weights"
         if not all(f.is_file() for f in sources):
             problems.append(f"{name} is no longer in {' or '.join(str(f.parent) for f in sources)}")
-        elif len(sources) == 2 and not filecmp.cmp(committed, own, shallow=False):
+            continue
+        # this machine's cache holds whole models (lib.train.cached); only a committed one may be without weights
+        full = [f for f in sources if f == own or has_weights(f)]
+        hashes = {f: file_hash(f) for f in sources}
+        moved = [where(r) for r in records if "sha256" in r and r["sha256"] != hashes[where(r)]]   # none before 11-27
+        if moved:
+            problems.append(f"{name}: {moved[0].parent} holds other bytes than the run loaded")
+        elif len(full) == 2 and not filecmp.cmp(committed, own, shallow=False):
             problems.append(f"{name}: the run loaded the committed model and this machine's, and they differ")
-        elif hashes and hashes != {file_hash(sources[0])}:
-            problems.append(f"{name}: {sources[0].parent} holds other bytes than the run loaded")
-        elif sources[0].stat().st_size > REFERENCE_MAX_BYTES:
+        elif weights and not full:
+            problems.append(f"{name}: the run used its weights, and {sources[0]} holds none")
+        elif weights and full[0].stat().st_size > REFERENCE_MAX_BYTES:
             left_out.append(name)
         else:
-            plan[name] = sources[0]
+            plan[name] = (full[0] if weights else sources[0], weights)
     if problems:
         raise ValueError(f"{dest}: cannot keep the models of this run ({len(problems)}; first: {problems[0]}); "
                          "rerun its notebooks (rm build/notebooks/*.ipynb; make figures)")
-    record = {"models": len(plan), "bytes": sum(f.stat().st_size for f in plan.values()),
-              "trained_on": trained_on(list(plan.values())), "left_out": left_out}
     dest.mkdir(parents=True, exist_ok=True)
-    for name, source in plan.items():
-        if source != dest / name:
+    for name, (source, weights) in plan.items():
+        if not weights and has_weights(source):
+            blob = {"state": None, "info": torch.load(source, map_location="cpu", weights_only=True)["info"]}
+            paths.write_atomic(dest / name, lambda tmp: torch.save(blob, tmp))
+        elif source != dest / name:
             paths.write_atomic(dest / name, lambda tmp: shutil.copyfile(source, tmp))
     for stale in committed_files(dest):
         if stale.name not in plan:
             stale.unlink()
-    return record
+    kept = [dest / name for name in plan]
+    return {"models": len(plan), "bytes": sum(f.stat().st_size for f in kept),
+            "without_weights": sum(not w for _, w in plan.values()), "trained_on": trained_on(kept),
+            "left_out": left_out}
+
+
+def has_weights(path: Path) -> bool:
+    """Does a saved model hold its weights (not only its info, as sync keeps a model used for its history alone)?"""
+    import torch
+    return torch.load(path, map_location="cpu", weights_only=True)["state"] is not None
 
 
 def trained_on(files: list[Path]) -> dict:

@@ -88,10 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    # the machine that trained the committed weights: the last full run's record of them (reference_weights), whose
+    # own machine may have loaded them instead; that run's machine where no weights are committed
     prov_path = paths.ROOT / "figures" / "PROVENANCE.json"
-    machine = json.loads(prov_path.read_text()).get("machine", {}) if prov_path.is_file() else {}
-    print(f"reference machine (figures/PROVENANCE.json): {machine.get('cpu_model', '?')}, "
-          f"BLAS fingerprint {machine.get('blas_fingerprint', '?')}")
+    prov = json.loads(prov_path.read_text()) if prov_path.is_file() else {}
+    trained_on = prov.get("reference_weights", {}).get("trained_on") or {prov.get("machine", {}).get("cpu_model", "?"): 0}
+    print("reference machine (figures/PROVENANCE.json), which trained the committed weights: "
+          + ", ".join(f"{cpu} ({n} models)" if n else cpu for cpu, n in trained_on.items()))
     print(f"this machine: {cpu_model()}, BLAS fingerprint {blas_fingerprint()}")
     print(f"{REFERENCE_ROW}, batched matmul, MAPE %:")
     print(table.to_string(float_format=lambda x: format(x, ".4g")))

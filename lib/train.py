@@ -278,16 +278,17 @@ def cache_path(name: str, key: str) -> Path:
 # A notebook run's model ledger (lib.notebooks.run points $NEUSIGHT_MODEL_LEDGER at a file per notebook): one JSON
 # line per model trained or loaded, with the seconds its training took (as recorded when it was trained), so that a
 # run that loads cached models can still say what a cold run would add (figures/PROVENANCE.json), and whether it came
-# from the committed weights (lib.reference_weights.sync keeps the ones the run used).
-def _log_model(path: Path, info: dict, was_cached: bool) -> None:
-    """Append {model, cached, train_s, reference, sha256} to the ledger named by $NEUSIGHT_MODEL_LEDGER, if any
-    (notebooks 03-05)."""
+# from the committed weights (lib.reference_weights.sync keeps the ones the run used), and whether the caller used
+# its weights or only its info (a selection run reads its history alone: sync commits such a model without weights).
+def _log_model(path: Path, info: dict, was_cached: bool, weights: bool = True) -> None:
+    """Append {model, cached, train_s, reference, sha256, weights} to the ledger named by $NEUSIGHT_MODEL_LEDGER, if
+    any (notebooks 03-05)."""
     ledger = os.environ.get(paths.MODEL_LEDGER_ENV)
     if ledger:
         with open(ledger, "a") as f:
             f.write(json.dumps({"model": path.name, "cached": was_cached, "train_s": info.get("train_seconds"),
                                 "reference": path.parent == reference_weights.folder(),
-                                "sha256": reference_weights.file_hash(path)}) + "\n")
+                                "sha256": reference_weights.file_hash(path), "weights": weights}) + "\n")
 
 
 def saved(name: str, key: str) -> Path | None:
@@ -309,16 +310,25 @@ def copy_cached(name: str, old_key: str, key: str) -> bool:
     return copied
 
 
-def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple[dict, dict]:
+def _load(path: Path) -> dict:
+    """{state, info} of a saved model (state None: committed without weights, lib.reference_weights.strip)."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:   # a truncated or foreign file: name it, do not train over it silently
+        raise RuntimeError(f"{path}: not a saved predictor ({type(e).__name__}: {e})") from None
+
+
+def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]], weights: bool = True) -> tuple[dict, dict]:
     """(state, info) from the committed weights (lib.reference_weights) or cache_path(name, key), else build() on
-    TRAIN_THREADS threads and save atomically; info records the numeric environment it was trained in."""
+    TRAIN_THREADS threads and save atomically; info records the numeric environment it was trained in.
+    weights=False: the caller reads info only, and a model committed without weights serves (state None)."""
     found = saved(name, key)
-    if found:
-        try:
-            blob = torch.load(found, map_location="cpu", weights_only=True)
-        except Exception as e:   # a truncated or foreign file: name it, do not train over it silently
-            raise RuntimeError(f"{found}: not a saved predictor ({type(e).__name__}: {e})") from None
-        _log_model(found, blob["info"], True)
+    blob = _load(found) if found else None
+    if blob is not None and blob["state"] is None and weights:   # committed without weights: this machine's, or train
+        found = cache_path(name, key) if cache_path(name, key).is_file() else None
+        blob = _load(found) if found else None
+    if blob is not None:
+        _log_model(found, blob["info"], True, weights)
         return blob["state"], {**blob["info"], "cached": True}
     threads = torch.get_num_threads()
     torch.set_num_threads(TRAIN_THREADS)
@@ -332,5 +342,5 @@ def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]]) -> tuple
     buf = io.BytesIO()
     torch.save({"state": state, "info": info}, buf)
     paths.write_atomic(path, lambda tmp: tmp.write_bytes(buf.getvalue()))
-    _log_model(path, info, False)
+    _log_model(path, info, False, weights)
     return state, {**info, "cached": False}

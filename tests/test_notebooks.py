@@ -87,8 +87,10 @@ def test_ledger_logs_a_trained_then_a_loaded_model(tmp_path, monkeypatch):
     train.cached("toy", "k0", lambda: pytest.fail("a cached model was rebuilt"))
     lines = [json.loads(ln) for ln in ledger.read_text().splitlines()]
     sha = reference_weights.file_hash(train.cache_path("toy", "k0"))
-    assert lines == [{"model": "toy-k0.pt", "cached": False, "train_s": 1.5, "reference": False, "sha256": sha},
-                     {"model": "toy-k0.pt", "cached": True, "train_s": 1.5, "reference": False, "sha256": sha}]
+    assert lines == [{"model": "toy-k0.pt", "cached": False, "train_s": 1.5, "reference": False, "sha256": sha,
+                      "weights": True},
+                     {"model": "toy-k0.pt", "cached": True, "train_s": 1.5, "reference": False, "sha256": sha,
+                      "weights": True}]
 
 
 def test_provenance_adds_the_cold_estimate_only_when_every_run_has_a_ledger(tmp_path, monkeypatch):

@@ -539,7 +539,7 @@ def test_the_direct_key_reads_the_lib_code_that_trains_a_direct_model(monkeypatc
     # and the key does read FIT_CODE: a change to the loss moves it
     keys = []
 
-    def stop(name, key, build):
+    def stop(name, key, build, weights=True):
         keys.append(key)
         raise StopIteration
     monkeypatch.setattr(train, "cached", stop)
@@ -562,7 +562,7 @@ def test_a_module_constant_that_training_reads_changes_the_key(monkeypatch):
         P._code_text.cache_clear()
         seen = []
 
-        def stop(name, key, build):
+        def stop(name, key, build, weights=True):
             seen.append(key)
             raise StopIteration
         with monkeypatch.context() as m:

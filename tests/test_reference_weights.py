@@ -34,7 +34,7 @@ def test_committed_weights_come_before_this_machines_cache(folders, monkeypatch)
     state, info = train.cached("m", "k", never)
     assert json.loads((folders / "models.jsonl").read_text()) == {
         "model": "m-k.pt", "cached": True, "train_s": 5.0, "reference": True,
-        "sha256": reference_weights.file_hash(reference_weights.folder() / "m-k.pt")}
+        "sha256": reference_weights.file_hash(reference_weights.folder() / "m-k.pt"), "weights": True}
     monkeypatch.delenv(paths.MODEL_LEDGER_ENV)
     assert torch.equal(state["w"], torch.full((2,), 2.0)) and info["cached"] and info["train_seconds"] == 5.0
     for off in ("1", "yes"):   # the user's switch: this machine's own weights
@@ -79,10 +79,60 @@ def test_sync_leaves_exactly_the_runs_models(folders):
     assert [p.name for p in reference_weights.committed_files()] == ["a-1.pt", "b-1.pt"]
     assert torch.load(dest / "b-1.pt")["state"]["w"][0] == 9.0
     assert got == {"models": 2, "bytes": (dest / "a-1.pt").stat().st_size + (dest / "b-1.pt").stat().st_size,
-                   "trained_on": {"CPU A": 1, "unrecorded": 1}, "left_out": ["paper-1.pt"]}
+                   "without_weights": 0, "trained_on": {"CPU A": 1, "unrecorded": 1}, "left_out": ["paper-1.pt"]}
     # a run on this machine's own weights (NEUSIGHT_NO_REFERENCE=1) used the cache's b: that one is committed now
     reference_weights.sync({"a-1.pt": [OWN], "b-1.pt": [OWN]}, cache)
     assert torch.load(dest / "b-1.pt")["state"]["w"][0] == 1.0
+
+
+def test_a_model_used_for_its_info_alone_is_committed_without_weights(folders, monkeypatch):
+    cache, dest = train.cache_dir(), reference_weights.folder()
+    info_only, both = {"reference": False, "weights": False}, {"reference": False, "weights": True}
+    _save(cache / "h-1.pt", 1.0, history=[{"epoch": 0, "val_loss": 0.5}], cpu_model="CPU A")
+    _save(cache / "w-1.pt", 2.0, cpu_model="CPU A")
+    got = reference_weights.sync({"h-1.pt": [info_only], "w-1.pt": [info_only, both]}, cache)
+    assert torch.load(dest / "h-1.pt") == {"state": None, "info": torch.load(cache / "h-1.pt")["info"]}
+    assert (dest / "w-1.pt").read_bytes() == (cache / "w-1.pt").read_bytes()
+    assert got["without_weights"] == 1 and got["trained_on"] == {"CPU A": 2}
+    assert (dest / "h-1.pt").stat().st_size < 2000
+    # the next run reads the committed history and nothing else: it stays as it is
+    ledger = folders / "models.jsonl"
+    monkeypatch.setenv(paths.MODEL_LEDGER_ENV, str(ledger))
+    (cache / "h-1.pt").unlink()
+    never = lambda: pytest.fail("trained a model whose history is committed")
+    state, info = train.cached("h", "1", never, weights=False)
+    assert state is None and info["history"] == [{"epoch": 0, "val_loss": 0.5}]
+    stripped = (dest / "h-1.pt").read_bytes()
+    reference_weights.sync({"h-1.pt": [json.loads(ledger.read_text())], "w-1.pt": [both]}, cache)
+    assert (dest / "h-1.pt").read_bytes() == stripped
+    # a run that needs its weights: the committed file cannot give them, so it trains here, and they are committed
+    ledger.write_text("")
+    state, info = train.cached("h", "1", lambda: ({"w": torch.full((2,), 3.0)}, {}))
+    assert not info["cached"] and torch.equal(state["w"], torch.full((2,), 3.0))
+    record = json.loads(ledger.read_text())
+    assert record["weights"] and not record["reference"]
+    reference_weights.sync({"h-1.pt": [record], "w-1.pt": [both]}, cache)
+    assert torch.equal(torch.load(dest / "h-1.pt")["state"]["w"], torch.full((2,), 3.0))
+    # a committed model without weights that a run says it loaded for them: something moved it since
+    reference_weights.sync({"h-1.pt": [info_only]}, cache)
+    with pytest.raises(ValueError, match="h-1.pt: the run used its weights, and .* holds none"):
+        reference_weights.sync({"h-1.pt": [{"reference": True, "weights": True}]}, cache)
+
+
+def test_selection_runs_read_their_history_without_the_weights(folders, monkeypatch):
+    from lib.protocol import selection_curves
+    monkeypatch.setattr(predictors, "_LOADED", {})
+    ledger = folders / "models.jsonl"
+    monkeypatch.setenv(paths.MODEL_LEDGER_ENV, str(ledger))
+    cfg = {**TINY["BMM"], "epochs": 2, "patience": 2}
+    curves = selection_curves("BMM", cfg, holdouts=["Tesla T4"])
+    records = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert len(records) == 2 and not any(r["weights"] for r in records)
+    # the same history as the whole model's
+    p = predictors.train_predictor("BMM", {**cfg, "validation": "Tesla T4"})
+    assert curves[curves["run"] == "Tesla T4"]["val_mape"].tolist() == [100 * h["val_loss"] for h in p.info["history"]]
+    with pytest.raises(ValueError, match="one seed at a time"):
+        predictors.training_info("BMM", {**cfg, "ensemble": 2})
 
 
 @pytest.mark.parametrize("used, problem", [

@@ -49,7 +49,8 @@ def test_cli_prints_both_machines_and_exits_1_on_other_weights(tmp_path):
                        cwd=paths.ROOT, timeout=900)
     assert r.returncode == 1, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].startswith("reference machine (figures/PROVENANCE.json): ") and lines[1].startswith("this machine: ")
+    assert lines[0].startswith("reference machine (figures/PROVENANCE.json), which trained the committed weights: ")
+    assert lines[1].startswith("this machine: ")
     assert "in_dist_mape" in r.stdout and lines[-1].startswith("this machine trains other weights")
     bad = subprocess.run([sys.executable, "-m", "lib.repro", "--config", tmp_path / "nope.json"], capture_output=True,
                          text=True, cwd=paths.ROOT, timeout=900)
