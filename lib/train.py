@@ -311,7 +311,7 @@ def copy_cached(name: str, old_key: str, key: str) -> bool:
 
 
 def _load(path: Path) -> dict:
-    """{state, info} of a saved model (state None: committed without weights, lib.reference_weights.strip)."""
+    """{state, info} of a saved model (state None: committed without weights, lib.reference_weights.sync)."""
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:   # a truncated or foreign file: name it, do not train over it silently
