@@ -118,13 +118,14 @@ def sync(used: dict[str, list[dict]], machine_cache: Path) -> dict:
         elif weights and full[0].stat().st_size > REFERENCE_MAX_BYTES:
             left_out.append(name)
         else:
-            plan[name] = (full[0] if weights else sources[0], weights)
+            # (source, weights used, strip): a model no use read the weights of loses them, if its source has them
+            plan[name] = (full[0], True, False) if weights else (sources[0], False, sources[0] in full)
     if problems:
         raise ValueError(f"{dest}: cannot keep the models of this run ({len(problems)}; first: {problems[0]}); "
                          "rerun its notebooks (rm build/notebooks/*.ipynb; make figures)")
     dest.mkdir(parents=True, exist_ok=True)
-    for name, (source, weights) in plan.items():
-        if not weights and has_weights(source):
+    for name, (source, _, strip) in plan.items():
+        if strip:
             blob = {"state": None, "info": torch.load(source, map_location="cpu", weights_only=True)["info"]}
             paths.write_atomic(dest / name, lambda tmp: torch.save(blob, tmp))
         elif source != dest / name:
@@ -134,7 +135,7 @@ def sync(used: dict[str, list[dict]], machine_cache: Path) -> dict:
             stale.unlink()
     kept = [dest / name for name in plan]
     return {"models": len(plan), "bytes": sum(f.stat().st_size for f in kept),
-            "without_weights": sum(not w for _, w in plan.values()), "trained_on": trained_on(kept),
+            "without_weights": sum(not w for _, w, _ in plan.values()), "trained_on": trained_on(kept),
             "left_out": left_out}
 
 
