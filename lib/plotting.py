@@ -25,6 +25,11 @@ NAMED_GPUS = ("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 80G
 DEVICE_COLORS = dict(zip(NAMED_GPUS, [c for c in _PALETTE if c != _GREY]))
 # Kernel classes: the predictors' five, then memory-bound kernels (notebook 05's "MEM").
 CLASS_COLORS = dict(zip((*OP_CLASSES, "MEM"), _PALETTE))
+# Methods (the `--method` names, and NeuSight with oracle tiles), with the label a legend gives each: the bars of
+# notebook 04's per-op figure and notebook 05's end-to-end figure share them.
+METHOD_COLORS = dict(zip(("neusight", "oracle", "roofline", "habitat", "li"), _PALETTE))
+METHOD_LABELS = {"neusight": "NeuSight, spec-only tiles (default)", "oracle": "NeuSight, oracle tiles",
+                 "roofline": "roofline", "habitat": "Habitat-style MLP", "li": "Li et al. (target's own data)"}
 
 
 def device_colors(names) -> dict:
@@ -67,17 +72,17 @@ def annotated_heatmap(ax, table: pd.DataFrame, fmt: str = ".0f", color: pd.DataF
 
 
 def bars_with_reference(ax, values: pd.DataFrame, reference: pd.DataFrame | None = None,
-                        reference_label: str = "paper") -> dict:
-    """Grouped bars, one group per row of `values` and one bar per column (its name the legend label), with a
-    black diamond over each bar where `reference` (same rows and column names) has a number; returns each
-    column's bar centres (notebooks 04 and 05)."""
+                        reference_label: str = "paper", colors: dict | None = None) -> dict:
+    """Grouped bars, one group per row of `values` and one bar per column (its name the legend label, its colour
+    from `colors` where named there, else the next of the style's cycle), with a black diamond over each bar where
+    `reference` (same rows and column names) has a number; returns each column's bar centres (notebooks 04 and 05)."""
     # bars of one group share 0.8 of the unit step between groups; bar i of n sits at x + (i - (n - 1) / 2) * width
     width = 0.8 / values.shape[1]
     x = np.arange(len(values))
     centres, ref_x, ref_y = {}, [], []
     for i, col in enumerate(values.columns):
         centres[col] = x + (i - (values.shape[1] - 1) / 2) * width
-        ax.bar(centres[col], values[col], width, label=col)
+        ax.bar(centres[col], values[col], width, label=col, color=(colors or {}).get(col))
         if reference is not None and col in reference.columns:
             ref_x.extend(centres[col])
             ref_y.extend(reference[col].reindex(values.index))

@@ -51,3 +51,25 @@ def test_bars_with_reference_places_bars_and_diamonds_by_hand():
     assert np.allclose(dots.get_offsets(), [[0, 30.0], [1, 40.0]])
     assert ax.get_legend_handles_labels()[1] == ["ref", "a", "b", "c"]
     plt.close(fig)
+
+
+def test_bars_take_the_colour_named_for_their_column_and_the_cycle_otherwise():
+    import matplotlib.pyplot as plt
+    import pandas as pd
+    from matplotlib.colors import to_rgba
+    from lib.plotting import METHOD_COLORS, bars_with_reference
+
+    fig, ax = plt.subplots()
+    cycle = [c["color"] for c in plt.rcParams["axes.prop_cycle"]]
+    bars_with_reference(ax, pd.DataFrame({"x": [1.0], "li": [2.0], "y": [3.0]}), colors={"li": METHOD_COLORS["li"]})
+    assert [p.get_facecolor() for p in ax.patches] == [to_rgba(cycle[0]), to_rgba(METHOD_COLORS["li"]),
+                                                        to_rgba(cycle[1])]
+    plt.close(fig)
+
+
+def test_every_method_has_its_own_colour_and_label():
+    from lib.plotting import METHOD_COLORS, METHOD_LABELS
+    from lib.forecast import METHODS
+
+    assert set(METHODS) <= set(METHOD_COLORS) == set(METHOD_LABELS)
+    assert len(set(METHOD_COLORS.values())) == len(METHOD_COLORS)
