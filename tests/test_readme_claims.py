@@ -119,6 +119,12 @@ def test_make_figures_times_match_provenance():
     say("`make figures` again: about 5 to 6 min on two cores")
 
 
+def test_forecast_cli_times_match_bench():
+    """'Forecast a model on a GPU': a first call (graph captured) and a later one, as `make bench` timed them."""
+    bench = table("bench").set_index("metric")["value"]
+    say(f"{bench['forecast_cli_capture']:.1f} s, then {bench['forecast_cli_cold']:.1f} s for a later call (`make bench`")
+
+
 def test_dataset_gpu_and_model_counts():
     """Counts of GPUs, kernel rows, added devices and models: coverage, device-specs, predictor_scaling, e2e tables."""
     say(f"Predictors train on {WORDS[len(training_gpus())]} GPUs only")
