@@ -25,8 +25,8 @@ NAMED_GPUS = ("NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 80G
 DEVICE_COLORS = dict(zip(NAMED_GPUS, [c for c in _PALETTE if c != _GREY]))
 # Kernel classes: the predictors' five, then memory-bound kernels (notebook 05's "MEM").
 CLASS_COLORS = dict(zip((*OP_CLASSES, "MEM"), _PALETTE))
-# Methods (the `--method` names, and NeuSight with oracle tiles), with the label a legend gives each: the bars of
-# notebook 04's per-op figure and notebook 05's end-to-end figure share them.
+# Methods (the `--method` names, and NeuSight with oracle tiles), with the label a legend gives each: notebook 04's
+# per-op bars and notebook 05's end-to-end bars share them, and notebook 03 colours NeuSight's two variants so.
 METHOD_COLORS = dict(zip(("neusight", "oracle", "roofline", "habitat", "li"), _PALETTE))
 METHOD_LABELS = {"neusight": "NeuSight, spec-only tiles (default)", "oracle": "NeuSight, oracle tiles",
                  "roofline": "roofline", "habitat": "Habitat-style MLP", "li": "Li et al. (target's own data)"}
