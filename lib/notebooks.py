@@ -84,7 +84,7 @@ def provenance(outputs: list[Path]) -> None:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=paths.ROOT).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "lib", "notebooks", "params"],
                                 capture_output=True, text=True, cwd=paths.ROOT).stdout.strip())
-    times, runs = {}, []
+    times, runs, ledgers = {}, [], {}
     for out in outputs:
         t = Path(out).with_suffix(".time.json")
         if t.is_file():
@@ -92,7 +92,8 @@ def provenance(outputs: list[Path]) -> None:
             times[rec["notebook"]] = rec["wall_s"]
             ledger = ledger_path(out)
             if ledger.is_file():
-                runs.append((rec["notebook"], rec["wall_s"], [json.loads(line) for line in ledger.read_text().splitlines()]))
+                ledgers[ledger] = [json.loads(line) for line in ledger.read_text().splitlines()]
+                runs.append((rec["notebook"], rec["wall_s"], ledgers[ledger]))
     # the cold estimate (and the committed weights) only when every notebook ran to its end and left a ledger (runs
     # before the ledger existed did not)
     cold = cold_estimate(runs) if runs and len(runs) == len(outputs) else {}
@@ -108,6 +109,10 @@ def provenance(outputs: list[Path]) -> None:
             for r in records:
                 used.setdefault(r["model"], []).append(r)
         record["reference_weights"] = reference_weights.sync(used, cache_dir())
+        for ledger, records in ledgers.items():   # with the hashes of the committed files sync rewrote
+            text = "".join(json.dumps(r) + "\n" for r in records)
+            if text != ledger.read_text():
+                paths.write_atomic(ledger, lambda tmp: tmp.write_text(text))
         if record["reference_weights"]["left_out"]:
             print(f"warning: {len(record['reference_weights']['left_out'])} models above "
                   f"{reference_weights.REFERENCE_MAX_BYTES} bytes are not in {reference_weights.folder()}; "

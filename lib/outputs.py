@@ -64,7 +64,11 @@ def notebook_outputs(path: Path) -> pd.DataFrame:
     for i, cell in enumerate(cells):
         source = "".join(cell.get("source", []))
         if cell.get("cell_type") == "markdown":
-            for m in map(HEADING.match, source.splitlines()):
+            fenced = False   # inside a ``` or ~~~ code block, where a '# ' line is code, not a heading
+            for line in source.splitlines():
+                if line.lstrip().startswith(("```", "~~~")):
+                    fenced = not fenced
+                m = None if fenced else HEADING.match(line)
                 if m:
                     level = len(m.group(1))
                     headings = {k: v for k, v in headings.items() if k < level} | {level: m.group(2)}

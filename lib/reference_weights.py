@@ -93,8 +93,10 @@ def file_hash(path: Path) -> str:
 # 0.2 MB. Nothing is copied or removed unless every model is still where the run took it, with the bytes it had.
 def sync(used: dict[str, list[dict]], machine_cache: Path) -> dict:
     """Make folder() hold the models of `used` ({file name: its ledger records}) from itself or `machine_cache`;
-    {models, bytes, without_weights, trained_on, left_out}."""
+    {models, bytes, without_weights, trained_on, left_out}. The records of a committed file it rewrites take the
+    file's new sha256."""
     import torch
+    from .train import load_saved
     dest = folder()
     plan, left_out, problems = {}, [], []
     for name, records in sorted(used.items()):
@@ -105,13 +107,14 @@ def sync(used: dict[str, list[dict]], machine_cache: Path) -> dict:
         if not all(f.is_file() for f in sources):
             problems.append(f"{name} is no longer in {' or '.join(str(f.parent) for f in sources)}")
             continue
-        # this machine's cache holds whole models (lib.train.cached); only a committed one may be without weights
-        full = [f for f in sources if f == own or has_weights(f)]
         hashes = {f: file_hash(f) for f in sources}
         moved = [where(r) for r in records if "sha256" in r and r["sha256"] != hashes[where(r)]]   # none before 11-27
-        if moved:
+        if moved:   # checked before any file is loaded: a file replaced since the run may not load at all
             problems.append(f"{name}: {moved[0].parent} holds other bytes than the run loaded")
-        elif len(full) == 2 and not filecmp.cmp(committed, own, shallow=False):
+            continue
+        # this machine's cache holds whole models (lib.train.cached); only a committed one may be without weights
+        full = [f for f in sources if f == own or has_weights(f)]
+        if len(full) == 2 and not filecmp.cmp(committed, own, shallow=False):
             problems.append(f"{name}: the run loaded the committed model and this machine's, and they differ")
         elif weights and not full:
             problems.append(f"{name}: the run used its weights, and {sources[0]} holds none")
@@ -126,10 +129,17 @@ def sync(used: dict[str, list[dict]], machine_cache: Path) -> dict:
     dest.mkdir(parents=True, exist_ok=True)
     for name, (source, _, strip) in plan.items():
         if strip:
-            blob = {"state": None, "info": torch.load(source, map_location="cpu", weights_only=True)["info"]}
+            blob = {"state": None, "info": load_saved(source)["info"]}
             paths.write_atomic(dest / name, lambda tmp: torch.save(blob, tmp))
         elif source != dest / name:
             paths.write_atomic(dest / name, lambda tmp: shutil.copyfile(source, tmp))
+        else:
+            continue
+        # the committed file is now what this sync made of it: its records say so, so that a sync over the same
+        # ledgers (a `make figures` that reruns no notebook; lib.notebooks.provenance writes them back) finds it
+        for r in used[name]:
+            if r.get("reference", False) and "sha256" in r:
+                r["sha256"] = file_hash(dest / name)
     for stale in committed_files(dest):
         if stale.name not in plan:
             stale.unlink()
@@ -141,13 +151,12 @@ def sync(used: dict[str, list[dict]], machine_cache: Path) -> dict:
 
 def has_weights(path: Path) -> bool:
     """Does a saved model hold its weights (not only its info, as sync keeps a model used for its history alone)?"""
-    import torch
-    return torch.load(path, map_location="cpu", weights_only=True)["state"] is not None
+    from .train import load_saved
+    return load_saved(path)["state"] is not None
 
 
 def trained_on(files: list[Path]) -> dict:
     """{CPU model: number of these saved predictors it trained} (lib.train.numeric_env; 'unrecorded' before 2026-11-26)."""
-    import torch
-    counts = Counter(torch.load(f, map_location="cpu", weights_only=True)["info"].get("cpu_model", "unrecorded")
-                     for f in files)
+    from .train import load_saved
+    counts = Counter(load_saved(f)["info"].get("cpu_model", "unrecorded") for f in files)
     return dict(sorted(counts.items()))

@@ -310,12 +310,16 @@ def copy_cached(name: str, old_key: str, key: str) -> bool:
     return copied
 
 
-def _load(path: Path) -> dict:
-    """{state, info} of a saved model (state None: committed without weights, lib.reference_weights.sync)."""
+def load_saved(path: Path) -> dict:
+    """{state, info} of a saved model (state None: committed without weights, lib.reference_weights.sync); a file
+    that is none fails with its path (notebook 03)."""
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:   # a truncated or foreign file: name it, do not train over it silently
         raise RuntimeError(f"{path}: not a saved predictor ({type(e).__name__}: {e})") from None
+    if not (isinstance(blob, dict) and {"state", "info"} <= blob.keys()):   # a loadable file of another layout
+        raise RuntimeError(f"{path}: not a saved predictor (no 'state' and 'info' in it)")
+    return blob
 
 
 def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]], weights: bool = True) -> tuple[dict, dict]:
@@ -323,10 +327,10 @@ def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]], weights:
     TRAIN_THREADS threads and save atomically; info records the numeric environment it was trained in.
     weights=False: the caller reads info only, and a model committed without weights serves (state None)."""
     found = saved(name, key)
-    blob = _load(found) if found else None
+    blob = load_saved(found) if found else None
     if blob is not None and blob["state"] is None and weights:   # committed without weights: this machine's, or train
         found = cache_path(name, key) if cache_path(name, key).is_file() else None
-        blob = _load(found) if found else None
+        blob = load_saved(found) if found else None
     if blob is not None:
         _log_model(found, blob["info"], True, weights)
         return blob["state"], {**blob["info"], "cached": True}

@@ -38,6 +38,14 @@ def test_sections_and_writers_by_hand(tmp_path):
     ]
 
 
+def test_a_hash_line_in_a_fenced_code_block_is_no_heading(tmp_path):
+    nb = _notebook(tmp_path, [
+        ("markdown", "# 09 Demo\n## Results\n```bash\n# run this first\n```\n~~~\n## nor this\n~~~", "m"),
+        ("code", "save_table(df, 'r')", "c"),
+    ])
+    assert outputs.notebook_outputs(nb)["section"].tolist() == ["Results"]
+
+
 def test_a_name_that_is_not_a_literal_is_an_error_naming_the_cell(tmp_path):
     nb = _notebook(tmp_path, [("code", "name = 'x'\nsave_table(df, name)", "bad-cell")])
     with pytest.raises(outputs.OutputsError, match=r"09-demo.ipynb, cell bad-cell: save_table needs its name"):

@@ -66,6 +66,50 @@ def test_a_damaged_committed_model_names_its_file(folders):
         train.cached("m", "k", lambda: pytest.fail("trained over a damaged committed model"))
 
 
+def test_a_loadable_file_that_is_no_saved_model_names_its_file(folders):
+    foreign = train.cache_path("m", "k")
+    foreign.parent.mkdir(parents=True)
+    torch.save({"w": torch.ones(2)}, foreign)
+    with pytest.raises(RuntimeError, match="m-k.pt: not a saved predictor \\(no 'state' and 'info'"):
+        train.cached("m", "k", lambda: pytest.fail("trained over a file it could not read"))
+
+
+def _full_run(folders, calls) -> list:
+    """Executed-notebook paths of a one-notebook full run whose ledger holds the lookups `calls` make."""
+    out = folders / "build" / "notebooks" / "01-a.ipynb"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".time.json").write_text(json.dumps({"notebook": out.name, "wall_s": 1.0}))
+    ledger = notebooks.ledger_path(out)
+    ledger.write_text("")
+    os.environ[paths.MODEL_LEDGER_ENV] = str(ledger)
+    try:
+        calls()
+    finally:
+        del os.environ[paths.MODEL_LEDGER_ENV]
+    return [out]
+
+
+def test_a_rerun_of_make_figures_syncs_the_same_ledgers_again(folders):
+    """A full run's sync rewrites a committed file (strips it; replaces one without weights by the weights trained
+    here); a `make figures` that reruns no notebook syncs the same ledgers again, and finds every file as it left it."""
+    dest = reference_weights.folder()
+    _save(dest / "h-1.pt", 1.0, history=[1])       # committed with weights; the run reads its history alone
+    torch.save({"state": None, "info": {"history": [2]}}, dest / "w-1.pt")   # committed without weights ...
+    never = lambda: pytest.fail("trained a model whose history is committed")
+    outs = _full_run(folders, lambda: (train.cached("h", "1", never, weights=False),
+                                       train.cached("w", "1", never, weights=False),
+                                       train.cached("w", "1", lambda: ({"w": torch.zeros(2)}, {}))))  # ... now needed
+    notebooks.provenance(outs)
+    after = {p.name: p.read_bytes() for p in reference_weights.committed_files()}
+    assert torch.load(dest / "h-1.pt")["state"] is None and torch.load(dest / "w-1.pt")["state"] is not None
+    notebooks.provenance(outs)   # nothing reran
+    assert {p.name: p.read_bytes() for p in reference_weights.committed_files()} == after
+    # the committed file replaced after the run (say, by a checkout) is still caught, before it is loaded
+    (dest / "h-1.pt").write_bytes(b"version https://git-lfs.github.com/spec/v1\n")
+    with pytest.raises(ValueError, match="h-1.pt: .* holds other bytes than the run loaded"):
+        notebooks.provenance(outs)
+
+
 def test_sync_leaves_exactly_the_runs_models(folders):
     cache, dest = train.cache_dir(), reference_weights.folder()
     _save(cache / "a-1.pt", 1.0, cpu_model="CPU A")          # trained here: copied
