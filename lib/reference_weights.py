@@ -137,9 +137,10 @@ def sync(used: dict[str, list[dict]], machine_cache: Path) -> dict:
             continue
         # the committed file is now what this sync made of it: its records say so, so that a sync over the same
         # ledgers (a `make figures` that reruns no notebook; lib.notebooks.provenance writes them back) finds it
+        new_hash = file_hash(dest / name)
         for r in used[name]:
             if r.get("reference", False) and "sha256" in r:
-                r["sha256"] = file_hash(dest / name)
+                r["sha256"] = new_hash
     for stale in committed_files(dest):
         if stale.name not in plan:
             stale.unlink()
