@@ -169,7 +169,7 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
         try:
             columns = profile_kernels(calls, num_sm)
         except RuntimeError as e:   # the latencies stand without kernel names
-            print(f"kernel names of {len(calls)} shapes not recorded: {_first_line(e)}", file=sys.stderr)
+            print(f"kernel names of {len(calls)} shapes not recorded: {error_line(e)}", file=sys.stderr)
             columns = [{}] * len(calls)
         rows.extend({**row, **cols} for row, cols in zip(batch, columns))
         batch.clear(), calls.clear()
@@ -194,7 +194,7 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
                 fn = build_op(op, shape, device="cuda", seed=seed)
                 latency = time_op(fn, warmup, repeat)
             except RuntimeError as e:   # out of memory, a cuBLAS or launch error: this shape only
-                print(f"skip {op} {shape}: {_first_line(e)}", file=sys.stderr)
+                print(f"skip {op} {shape}: {error_line(e)}", file=sys.stderr)
                 if not isinstance(e, torch.cuda.OutOfMemoryError):
                     try:                 # an error that broke the CUDA context fails every later call: stop
                         torch.cuda.synchronize()
@@ -227,7 +227,7 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
     return out
 
 
-def _first_line(e: BaseException) -> str:
+def error_line(e: BaseException) -> str:
     """'OutOfMemoryError: CUDA out of memory. ...': the type and the first line of an error's message."""
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 

@@ -1,0 +1,182 @@
+"""Notebook 01's GPU run in one call: every op's kernels, then every plain label setting, in one time budget.
+
+  python -m lib.profile_all [--params params/full/01-profile-kernels.yaml] [--budget-s S] [--archive OUT.tgz]
+
+The parameters are notebook 01's (profile_ops, profile_dims, profile_out_dir, profile_overwrite, profile_sample,
+profile_max_seconds, profile_models_max, seed), read from the same YAML, so a GPU lent for minutes (a device
+session: data/measured/README.md) measures what `make figures` on a GPU machine would. With --budget-s: the kernel ops share
+KERNEL_SHARE of the budget (an op that ends early leaves its time to the ops after it), and label settings start
+while the budget lasts, one model at a time in turn, so a cut leaves as many models as possible measured once. A
+kernel shape or a model setting already started is finished: allow a minute beyond the budget. --archive packs the
+measurement folder into one .tgz, also when the run stops on an error, so what was measured comes back.
+"""
+from __future__ import annotations
+
+import ast
+import itertools
+import json
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+from . import paths
+from .cli import Parser
+from .profile_ops import ProfileError, dims_of
+
+# Share of --budget-s for the kernel ops; the model settings get the rest, and any the kernels leave.
+KERNEL_SHARE = 0.5
+PARAMS = ("profile_ops", "profile_dims", "profile_out_dir", "profile_overwrite", "profile_sample",
+          "profile_max_seconds", "profile_models_max", "seed")
+NOTEBOOK = paths.ROOT / "notebooks" / "01-profile-kernels.ipynb"
+
+
+def notebook_defaults(notebook: Path = NOTEBOOK) -> dict:
+    """name -> value of each literal assignment in a notebook's `parameters` cell (what papermill overrides)."""
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    cell = next(c for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    tree = ast.parse("".join(cell["source"]))
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)}
+
+
+def load_params(path: Path) -> dict:
+    """Notebook 01's collection parameters: its parameters cell, then a papermill YAML; ProfileError naming the file."""
+    import yaml
+    try:
+        raw = yaml.safe_load(Path(path).read_text()) or {}
+    except FileNotFoundError:
+        raise ProfileError(f"{path}: parameter file not found") from None
+    except yaml.YAMLError as e:
+        raise ProfileError(f"{path}: not valid YAML ({type(e).__name__})") from None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{path}: expected 'name: value' lines")
+    params = {k: v for k, v in (notebook_defaults(NOTEBOOK) | raw).items() if k in PARAMS}
+    missing = [k for k in PARAMS if k not in params]
+    if missing:
+        raise ProfileError(f"{path}: missing {', '.join(missing)}")
+    if not isinstance(params["profile_ops"], list) or not params["profile_ops"]:
+        raise ProfileError(f"{path}: profile_ops must be a non-empty list of ops")
+    for op in params["profile_ops"]:
+        try:
+            dims_of(op)
+        except ProfileError as e:
+            raise ProfileError(f"{path}: {e}") from None
+    return params
+
+
+def op_seconds(left_s: float | None, ops_left: int, cap_s: float | None) -> float | None:
+    """Seconds one op may take: its even share of what is left of the kernels' budget, at most cap_s (None: no limit)."""
+    # share = left / ops still to run; an op that ends early raises the share of the ops after it
+    share = None if left_s is None else max(left_s, 0.0) / ops_left
+    if share is None or cap_s is None:
+        return cap_s if share is None else share
+    return min(share, cap_s)
+
+
+def round_robin(settings: list[tuple]) -> list[tuple]:
+    """(model, mode, batch, seq) settings reordered one model at a time: every model's first, then every second, ..."""
+    by_model = {}
+    for s in settings:
+        by_model.setdefault(s[0], []).append(s)
+    return [s for group in itertools.zip_longest(*by_model.values()) for s in group if s is not None]
+
+
+def profile_all(params: dict, budget_s: float | None = None, clock=time.monotonic) -> dict:
+    """Measure notebook 01's kernels and label settings on GPU 0 into the folders of data/measured/README.md (notebook 01).
+
+    Returns {"kernel_csvs": [CSV paths written or kept], "kept": [ops measured before], "labels": [measure() rows],
+    "skipped": ["what: why"] (budget spent, out of memory, measured before), "failed": ["what: error"]}.
+    One op or setting that fails is reported in "failed" and the run goes on: a GPU lent for minutes is not lent twice.
+    """
+    import torch
+
+    from .profile import collect, error_line, require_cuda, run_folder
+    from .profile_model import label_settings, measure
+    require_cuda()
+    start = clock()
+    kernel_end = None if budget_s is None else start + KERNEL_SHARE * budget_s
+    out_dir = paths.ROOT / params["profile_out_dir"]
+    run_dir = out_dir / run_folder(torch)
+    ops = params["profile_ops"]
+    result = {"kernel_csvs": [], "kept": [], "labels": [], "skipped": [], "failed": []}
+    for i, op in enumerate(ops):
+        out_csv = run_dir / f"{op}.csv"
+        if out_csv.exists() and not params["profile_overwrite"]:
+            result["kept"].append(op)
+            result["kernel_csvs"].append(out_csv)
+            print(f"{out_csv} exists: kept (profile_overwrite measures it again)", file=sys.stderr)
+            continue
+        seconds = op_seconds(None if kernel_end is None else kernel_end - clock(), len(ops) - i,
+                             params["profile_max_seconds"])
+        if seconds is not None and seconds <= 0:
+            result["skipped"].append(f"{op}: the kernels' share of the {budget_s:g} s budget was spent")
+            continue
+        try:
+            collect([op], params["profile_dims"], out_csv, sample=params["profile_sample"], seed=params["seed"],
+                    max_seconds=seconds, overwrite=True, device_json=run_dir / "device.json" if i == 0 else None)
+            result["kernel_csvs"].append(out_csv)
+        except Exception as e:  # noqa: BLE001  one op fails alone; the rows it timed are written by collect
+            result["failed"].append(f"{op}: {error_line(e)}")
+            print(f"failed {op}: {error_line(e)}", file=sys.stderr)
+    settings = round_robin(label_settings(params["profile_models_max"]))
+    for n, setting in enumerate(settings):
+        what = " ".join(map(str, setting))
+        if budget_s is not None and clock() - start > budget_s:
+            result["skipped"] += [f"{' '.join(map(str, s))}: the {budget_s:g} s budget was spent" for s in settings[n:]]
+            break
+        model, mode, batch, seq = setting
+        try:
+            result["labels"].append(measure(paths.MODEL_CONFIGS / f"{model}.json", batch, seq, mode,
+                                            out_dir / "labels", overwrite=params["profile_overwrite"]))
+        except ProfileError as e:   # out of memory on a smaller GPU, or measured before: that setting only
+            result["skipped"].append(f"{what}: {e}")
+            print(f"skip {what}: {e}", file=sys.stderr)
+        except Exception as e:  # noqa: BLE001  e.g. another transformers version: reported, the rest still run
+            result["failed"].append(f"{what}: {error_line(e)}")
+            print(f"failed {what}: {error_line(e)}", file=sys.stderr)
+    return result
+
+
+def archive(folder: Path, target: Path) -> Path:
+    """Pack `folder` (its path relative to the repository kept) into one .tgz, written atomically."""
+    folder = Path(folder).resolve()
+    arcname = folder.relative_to(paths.ROOT) if folder.is_relative_to(paths.ROOT) else folder.name
+
+    def write(tmp: Path) -> None:
+        with tarfile.open(tmp, "w:gz") as tar:
+            tar.add(folder, arcname=str(arcname))
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    return paths.write_atomic(Path(target), write)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = Parser(prog="python -m lib.profile_all", description=__doc__.splitlines()[0])
+    ap.add_argument("--params", type=Path, default=paths.ROOT / "params" / "full" / "01-profile-kernels.yaml",
+                    help="notebook 01's papermill parameters (default: params/full)")
+    ap.add_argument("--budget-s", type=float, default=None, help="wall seconds after which nothing new starts")
+    ap.add_argument("--archive", type=Path, default=None, help="also pack the measurement folder into this .tgz")
+    a = ap.parse_args(argv)
+    if a.budget_s is not None and a.budget_s <= 0:
+        ap.error("--budget-s must be positive")
+    try:
+        params = load_params(a.params)
+        out_dir = paths.ROOT / params["profile_out_dir"]
+        try:
+            result = profile_all(params, a.budget_s)
+        finally:
+            if a.archive is not None and out_dir.is_dir():
+                print(f"packed {archive(out_dir, a.archive)}", file=sys.stderr)
+    except ProfileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"kernels: {len(result['kernel_csvs'])} ops ({len(result['kept'])} kept); "
+          f"labels: {len(result['labels'])} timed; {len(result['skipped'])} skipped, {len(result['failed'])} failed")
+    for kind in ("skipped", "failed"):
+        for line in result[kind]:
+            print(f"  {kind} {line}")
+    return 1 if result["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

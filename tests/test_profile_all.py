@@ -1,0 +1,183 @@
+"""Notebook 01's GPU run in one call (lib.profile_all), on CPU: its budget, its order, its failures, its archive."""
+import json
+import tarfile
+
+import pytest
+import torch
+import yaml
+
+from lib import paths
+from lib import profile as P
+from lib import profile_all as PA
+from lib import profile_model as PM
+
+
+def test_op_seconds_shares_what_is_left_evenly_and_keeps_the_cap():
+    assert PA.op_seconds(None, 3, 500) == 500 and PA.op_seconds(None, 3, None) is None
+    assert PA.op_seconds(90, 3, 500) == 30 and PA.op_seconds(90, 3, None) == 30   # 90 s left over 3 ops
+    assert PA.op_seconds(90, 3, 10) == 10                                        # the per-op cap still holds
+    assert PA.op_seconds(-5, 2, 500) == 0                                        # spent: nothing, not no limit
+
+
+def test_round_robin_takes_one_setting_per_model_in_turn():
+    settings = [("a", "inference", 1, 8), ("a", "training", 1, 8), ("b", "inference", 1, 8),
+                ("c", "inference", 1, 8), ("c", "inference", 2, 8)]
+    assert PA.round_robin(settings) == [settings[0], settings[2], settings[3], settings[1], settings[4]]
+    assert PA.round_robin([]) == []
+
+
+@pytest.mark.parametrize("kind", ["full", "smoke"])
+def test_notebook_01s_parameter_files_load(kind):
+    params = PA.load_params(paths.ROOT / "params" / kind / "01-profile-kernels.yaml")
+    assert set(params) == set(PA.PARAMS) and params["profile_dims"] == "test"
+    assert params["profile_ops"] and all(op in P.ALL_OPS for op in params["profile_ops"])
+
+
+def test_the_parameters_cell_gives_what_the_yaml_does_not(monkeypatch):
+    defaults = PA.notebook_defaults()
+    assert set(PA.PARAMS) <= set(defaults) and defaults["profile_out_dir"] == "build/measured"
+    smoke = PA.load_params(paths.ROOT / "params" / "smoke" / "01-profile-kernels.yaml")
+    assert smoke["profile_ops"] == defaults["profile_ops"] and smoke["profile_out_dir"] == "build/measured-smoke"
+
+
+def test_bad_parameter_files_name_the_file(monkeypatch, tmp_path):
+    with pytest.raises(PA.ProfileError, match="nope.yaml: parameter file not found"):
+        PA.load_params(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profile_ops: [bmm\n")
+    with pytest.raises(PA.ProfileError, match="bad.yaml: not valid YAML"):
+        PA.load_params(bad)
+    bad.write_text("- bmm\n")
+    with pytest.raises(PA.ProfileError, match="bad.yaml: expected 'name: value' lines"):
+        PA.load_params(bad)
+    bad.write_text("profile_ops: [bmm, conv]\n")
+    with pytest.raises(PA.ProfileError, match="bad.yaml: unknown op 'conv'"):
+        PA.load_params(bad)
+    bad.write_text("profile_ops: bmm\n")
+    with pytest.raises(PA.ProfileError, match="bad.yaml: profile_ops must be a non-empty list"):
+        PA.load_params(bad)
+    nb = tmp_path / "nb.ipynb"          # a parameters cell without profile_seed: the YAML must then give it
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {"tags": ["parameters"]},
+                                          "source": ["profile_ops = ['bmm']  # one\n", "seed = 0\n"]}]}))
+    assert PA.notebook_defaults(nb) == {"profile_ops": ["bmm"], "seed": 0}
+    monkeypatch.setattr(PA, "NOTEBOOK", nb)
+    bad.write_text("seed: 1\n")
+    with pytest.raises(PA.ProfileError, match="bad.yaml: missing profile_dims, profile_out_dir"):
+        PA.load_params(bad)
+
+
+class FakeRun:
+    """collect / measure stand-ins on a fake clock: each op takes op_s, each model setting model_s."""
+
+    def __init__(self, monkeypatch, tmp_path, op_s=10.0, model_s=30.0, fail=(), settings=None):
+        self.now, self.calls, self.fail = 0.0, [], set(fail)
+        self.settings = settings or [("a", "inference", 1, 8), ("a", "training", 1, 8), ("b", "inference", 1, 8)]
+        monkeypatch.setattr(P, "require_cuda", lambda: torch)
+        monkeypatch.setattr(P, "run_folder", lambda t: "NVIDIA_Fake_torch2_cuda12")
+        monkeypatch.setattr(PM, "label_settings", lambda limit: self.settings[:limit] if limit else self.settings)
+
+        def collect(ops, dims, out_csv, sample, seed, max_seconds, overwrite, device_json):
+            self.calls.append(("collect", ops[0], max_seconds, device_json is not None))
+            self.now += op_s
+            if ops[0] in self.fail:
+                raise RuntimeError("CUDA error: an illegal memory access\nmore")
+            out_csv.parent.mkdir(parents=True, exist_ok=True)
+            out_csv.write_text("OPName,Latency\n")
+
+        def measure(config, batch, seq, mode, out_dir, overwrite):
+            self.calls.append(("measure", config.stem, mode, batch))
+            self.now += model_s
+            if config.stem in self.fail:
+                raise AttributeError("module has no attribute 'eager_attention_forward'")
+            if batch == 99:
+                raise PM.ProfileError("out of GPU memory")
+            return {"model": config.stem, "mode": mode, "batch": batch, "seq": seq}
+        monkeypatch.setattr(P, "collect", collect)
+        monkeypatch.setattr(PM, "measure", measure)
+        self.params = {"profile_ops": ["bmm", "linear", "add"], "profile_dims": "test",
+                       "profile_out_dir": str(tmp_path / "measured"), "profile_overwrite": False,
+                       "profile_sample": 5, "profile_max_seconds": 500, "profile_models_max": None, "seed": 0}
+
+    def clock(self):
+        return self.now
+
+
+def test_without_a_budget_every_op_gets_its_cap_and_every_setting_runs(monkeypatch, tmp_path):
+    run = FakeRun(monkeypatch, tmp_path)
+    out = PA.profile_all(run.params, clock=run.clock)
+    assert [c for c in run.calls if c[0] == "collect"] == [("collect", "bmm", 500, True), ("collect", "linear", 500, False),
+                                                          ("collect", "add", 500, False)]
+    assert [c[1:3] for c in run.calls if c[0] == "measure"] == [("a", "inference"), ("b", "inference"), ("a", "training")]
+    assert len(out["kernel_csvs"]) == 3 and len(out["labels"]) == 3
+    assert out["kept"] == out["skipped"] == out["failed"] == []
+
+
+def test_a_budget_splits_the_kernels_share_and_cuts_the_settings(monkeypatch, tmp_path):
+    # budget 100 s: the kernels share 50 s; ops of 10 s each get 50/3, then 40/2 = 20, then 30/1 = 30 s;
+    # settings of 40 s start at 30 s and 70 s, and the third may not start at 110 s > 100 s
+    run = FakeRun(monkeypatch, tmp_path, model_s=40.0)
+    out = PA.profile_all(run.params, budget_s=100, clock=run.clock)
+    assert [c[2] for c in run.calls if c[0] == "collect"] == [pytest.approx(50 / 3), 20, 30]
+    assert [c[1:3] for c in run.calls if c[0] == "measure"] == [("a", "inference"), ("b", "inference")]
+    assert out["skipped"] == ["a training 1 8: the 100 s budget was spent"] and out["failed"] == []
+    # ops slower than their share: the last op finds the kernels' share spent and is skipped, not run without limit
+    run = FakeRun(monkeypatch, tmp_path / "slow", op_s=30.0)
+    out = PA.profile_all(run.params, budget_s=100, clock=run.clock)
+    assert [c[1] for c in run.calls if c[0] == "collect"] == ["bmm", "linear"]
+    assert out["skipped"][0] == "add: the kernels' share of the 100 s budget was spent"
+
+
+def test_a_failure_is_reported_and_the_rest_still_run(monkeypatch, tmp_path):
+    run = FakeRun(monkeypatch, tmp_path, fail={"linear", "a"},
+                  settings=[("a", "inference", 1, 8), ("b", "inference", 99, 8), ("c", "training", 1, 8)])
+    out = PA.profile_all(run.params, clock=run.clock)
+    assert [c[1] for c in run.calls if c[0] == "collect"] == ["bmm", "linear", "add"]
+    assert [p.stem for p in out["kernel_csvs"]] == ["bmm", "add"]        # the failed op's CSV is not listed
+    assert out["failed"] == ["linear: RuntimeError: CUDA error: an illegal memory access",
+                             "a inference 1 8: AttributeError: module has no attribute 'eager_attention_forward'"]
+    assert out["skipped"] == ["b inference 99 8: out of GPU memory"] and [r["model"] for r in out["labels"]] == ["c"]
+
+
+def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):
+    run = FakeRun(monkeypatch, tmp_path)
+    kept = tmp_path / "measured" / "NVIDIA_Fake_torch2_cuda12" / "linear.csv"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("OPName,Latency\nlinear,1.0\n")
+    out = PA.profile_all(run.params, clock=run.clock)
+    assert out["kept"] == ["linear"] and kept in out["kernel_csvs"]
+    assert [c[1] for c in run.calls if c[0] == "collect"] == ["bmm", "add"]
+    run = FakeRun(monkeypatch, tmp_path)
+    PA.profile_all(run.params | {"profile_overwrite": True}, clock=run.clock)
+    assert [c[1] for c in run.calls if c[0] == "collect"] == ["bmm", "linear", "add"]
+
+
+def test_the_command_packs_what_was_measured_even_when_a_run_fails(monkeypatch, tmp_path, capsys):
+    run = FakeRun(monkeypatch, tmp_path, fail={"add"})
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump(run.params))
+    archive = tmp_path / "out" / "measured.tgz"
+    rc = PA.main(["--params", str(params), "--budget-s", "1000", "--archive", str(archive)])
+    out = capsys.readouterr().out
+    assert rc == 1 and "labels: 3 timed; 0 skipped, 1 failed" in out and "failed add: RuntimeError" in out
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert "measured/NVIDIA_Fake_torch2_cuda12/bmm.csv" in names and "measured/NVIDIA_Fake_torch2_cuda12/add.csv" not in names
+    # an error that ends the run still packs what was written before it
+    archive.unlink()
+    monkeypatch.setattr(PM, "label_settings", lambda limit: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        PA.main(["--params", str(params), "--archive", str(archive)])
+    assert archive.exists() and not list(archive.parent.glob(".tmp-*"))
+
+
+def test_no_gpu_and_bad_budget_are_one_line_errors(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    smoke = tmp_path / "smoke.yaml"     # notebook 01's smoke parameters, measuring into a folder not yet there
+    params = yaml.safe_load((paths.ROOT / "params" / "smoke" / "01-profile-kernels.yaml").read_text())
+    smoke.write_text(yaml.safe_dump(params | {"profile_out_dir": str(tmp_path / "measured")}))
+    assert PA.main(["--params", str(smoke), "--archive", str(tmp_path / "m.tgz")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "error: no CUDA GPU:" in err and len(err.splitlines()) == 1
+    with pytest.raises(SystemExit) as e:
+        PA.main(["--params", str(smoke), "--budget-s", "0"])
+    assert e.value.code == 2 and "--budget-s must be positive" in capsys.readouterr().err
