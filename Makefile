@@ -40,8 +40,18 @@ figures: data $(FULL_RUNS) ## run every notebook with params/full: build/noteboo
 	$(PY) -m lib.report
 	$(PY) -m lib.outputs
 
-build/notebooks/%.ipynb: notebooks/%.ipynb params/full/%.yaml $(LIB) | data
+# A notebook reruns when its source, its parameters, the runner, a committed input under data/ (device specs, model
+# configs, the paper's scaling table, our own measurements) or a lib module it runs changes; NB_DEPS lists those
+# modules per notebook (lib.notebook_deps), so an edit of lib reruns only the notebooks it reaches.
+DATA_IN := $(shell find data -path data/neusight -prune -o -type f ! -name '*.md' -print)
+NB_DEPS := build/notebook-deps.mk
+
+build/notebooks/%.ipynb: notebooks/%.ipynb params/full/%.yaml lib/notebooks.py $(DATA_IN) | data
 	$(PY) -m lib.notebooks run $< params/full/$*.yaml $@
+
+$(NB_DEPS): $(NOTEBOOKS) $(LIB)
+	$(PYTHON_SYS) -m lib.notebook_deps $@ $(NOTEBOOKS)
+include $(NB_DEPS)
 
 test: unit notebooks-smoke ## unit tests, then every notebook with params/smoke under nbval
 
