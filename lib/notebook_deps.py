@@ -4,7 +4,7 @@
 
 A notebook's modules are those its code cells import from lib, then those these import, and so on, found in the
 syntax tree (imports inside functions count too, whether the function runs or not), plus lib/__init__.py, which
-every import of lib runs. No lib module imports another by a computed name (tests/test_notebook_deps.py checks),
+every import of lib runs; its rule adds the modules of the runner, lib.notebooks. No lib module imports another by a computed name (tests/test_notebook_deps.py checks),
 so the tree shows every one. Standard library only: make runs this with the system Python, before .venv exists.
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ from . import paths
 
 LIB = Path(__file__).resolve().parent
 PACKAGE = LIB.name
+RUNNER = "notebooks"        # lib.notebooks runs every notebook (make figures): its modules are everyone's
 
 
 def lib_imports(source: str, package_relative: bool = False) -> set[str]:
@@ -52,9 +53,9 @@ def closure(modules: set[str], imports=module_imports) -> set[str]:
 
 
 def notebook_code(notebook: Path) -> str:
-    """The code cells of a notebook as one Python source (IPython's % and ! lines left out)."""
-    cells = json.loads(Path(notebook).read_text())["cells"]
-    lines = [line for c in cells if c["cell_type"] == "code" for line in "".join(c["source"]).splitlines()
+    """The code cells of a notebook as one Python source (IPython's %% cells and % and ! lines left out)."""
+    cells = ["".join(c["source"]) for c in json.loads(Path(notebook).read_text())["cells"] if c["cell_type"] == "code"]
+    lines = [line for cell in cells if not cell.lstrip().startswith("%%") for line in cell.splitlines()
              if not line.lstrip().startswith(("%", "!"))]
     return "\n".join(lines)
 
@@ -66,8 +67,10 @@ def notebook_modules(notebook: Path) -> list[str]:
 
 
 def make_rules(notebooks: list[Path]) -> str:
-    """One make rule per notebook: build/notebooks/NAME.ipynb depends on the lib modules it runs."""
-    return "".join(f"build/notebooks/{Path(nb).name}: {' '.join(notebook_modules(nb))}\n" for nb in notebooks)
+    """One make rule per notebook: build/notebooks/NAME.ipynb depends on the lib modules it and the runner use."""
+    runner = [f"{PACKAGE}/{m}.py" for m in sorted(closure({RUNNER}))]
+    return "".join(f"build/notebooks/{Path(nb).name}: {' '.join(dict.fromkeys(notebook_modules(nb) + runner))}\n"
+                   for nb in notebooks)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -129,6 +129,23 @@ def device_spec(torch, index: int = 0) -> dict:
     return spec
 
 
+def write_device_json(torch, path: Path) -> Path:
+    """Write GPU 0's spec JSON (device_spec) to `path`, atomically (notebook 01)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return paths.write_atomic(path, lambda tmp: tmp.write_text(json.dumps(device_spec(torch), indent=4) + "\n"))
+
+
+def sample_shapes(op: str, dims_arg: str, sample: int | None = None, seed: int = 0) -> list[tuple[int, ...]]:
+    """The shapes collect() times for one op: its list ('train', 'test' or a file), or a seeded sample of N of them."""
+    src = dataset_dims_file(op, dims_arg) if dims_arg in ("train", "test") else Path(dims_arg)
+    shapes = read_dims(src, dims_of(op))
+    if sample and sample < len(shapes):
+        import random
+        shapes = random.Random(seed).sample(shapes, sample)
+    return shapes
+
+
 # A kernel fails alone: an error in one (op, shape) is reported and skipped. The CSV is rewritten after every
 # profiled batch, and an error the loop cannot survive (or Ctrl-C) first writes every latency timed so far, so
 # only a killed process loses anything: the batch in flight.
@@ -149,14 +166,7 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
     name = torch.cuda.get_device_name(0)
     num_sm = torch.cuda.get_device_properties(0).multi_processor_count
     fixed = {"Device": name, **versions(torch)}
-    work = []
-    for op in ops:
-        src = dataset_dims_file(op, dims_arg) if dims_arg in ("train", "test") else Path(dims_arg)
-        shapes = read_dims(src, dims)
-        if sample and sample < len(shapes):
-            import random
-            shapes = random.Random(seed).sample(shapes, sample)
-        work += [(op, s) for s in shapes]
+    work = [(op, s) for op in ops for s in sample_shapes(op, dims_arg, sample, seed)]
     rows, batch, calls, held, start = [], [], [], 0, time.monotonic()
     budget_bytes = 0.3 * torch.cuda.mem_get_info()[0]  # inputs kept alive until their batch is profiled
 
@@ -221,8 +231,7 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
         print(f"warning: {len(tf32)} kernels ran in TF32, not fp32 as the dataset (e.g. {tf32[0]})", file=sys.stderr)
     out = write_rows(rows, dims, output)
     if device_json is not None:
-        device_json.parent.mkdir(parents=True, exist_ok=True)
-        paths.write_atomic(device_json, lambda tmp: tmp.write_text(json.dumps(device_spec(torch), indent=4) + "\n"))
+        write_device_json(torch, device_json)
     print(f"{out}: {len(rows)} rows on {name}", file=sys.stderr)
     return out
 

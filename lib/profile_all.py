@@ -13,8 +13,10 @@ measurement folder into one .tgz, also when the run stops on an error, so what w
 from __future__ import annotations
 
 import ast
+import csv
 import itertools
 import json
+import signal
 import sys
 import tarfile
 import time
@@ -51,7 +53,11 @@ def load_params(path: Path) -> dict:
         raise ProfileError(f"{path}: not valid YAML ({type(e).__name__})") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: expected 'name: value' lines")
-    params = {k: v for k, v in (notebook_defaults(NOTEBOOK) | raw).items() if k in PARAMS}
+    try:
+        defaults = notebook_defaults(NOTEBOOK)
+    except (OSError, ValueError, KeyError, StopIteration, SyntaxError) as e:
+        raise ProfileError(f"{NOTEBOOK}: no parameters cell of literals to start from ({type(e).__name__})") from None
+    params = {k: v for k, v in (defaults | raw).items() if k in PARAMS}
     missing = [k for k in PARAMS if k not in params]
     if missing:
         raise ProfileError(f"{path}: missing {', '.join(missing)}")
@@ -66,12 +72,13 @@ def load_params(path: Path) -> dict:
 
 
 def op_seconds(left_s: float | None, ops_left: int, cap_s: float | None) -> float | None:
-    """Seconds one op may take: its even share of what is left of the kernels' budget, at most cap_s (None: no limit)."""
+    """Seconds one op may take: its even share of what is left of the kernels' budget, at most cap_s (None or 0: no cap)."""
     # share = left / ops still to run; an op that ends early raises the share of the ops after it
-    share = None if left_s is None else max(left_s, 0.0) / ops_left
-    if share is None or cap_s is None:
-        return cap_s if share is None else share
-    return min(share, cap_s)
+    cap_s = cap_s or None               # collect() reads a limit of 0 as none, as notebook 01 always did
+    if left_s is None:
+        return cap_s
+    share = max(left_s, 0.0) / ops_left
+    return share if cap_s is None else min(share, cap_s)
 
 
 def round_robin(settings: list[tuple]) -> list[tuple]:
@@ -82,24 +89,40 @@ def round_robin(settings: list[tuple]) -> list[tuple]:
     return [s for group in itertools.zip_longest(*by_model.values()) for s in group if s is not None]
 
 
-def profile_all(params: dict, budget_s: float | None = None, clock=time.monotonic) -> dict:
+def profile_all(params: dict, budget_s: float | None = None, clock=time.monotonic, after_each=None) -> dict:
     """Measure notebook 01's kernels and label settings on GPU 0 into the folders of data/measured/README.md (notebook 01).
 
     Returns {"kernel_csvs": [CSV paths written or kept], "kept": [ops measured before], "labels": [measure() rows],
-    "skipped": ["what: why"] (budget spent, out of memory, measured before), "failed": ["what: error"]}.
-    One op or setting that fails is reported in "failed" and the run goes on: a GPU lent for minutes is not lent twice.
+    "partial": ["op: n of N shapes"], "skipped": ["what: why"], "failed": ["what: error"]}. A failing op or setting
+    is listed and the run goes on (a GPU lent for minutes is not lent twice), unless it left the GPU unusable.
+    `after_each()` runs after every op and setting (the command packs its archive there).
     """
-    import torch
-
-    from .profile import collect, error_line, require_cuda, run_folder
+    from .profile import collect, error_line, require_cuda, run_folder, sample_shapes, write_device_json
     from .profile_model import label_settings, measure
-    require_cuda()
+    torch = require_cuda()
     start = clock()
     kernel_end = None if budget_s is None else start + KERNEL_SHARE * budget_s
     out_dir = paths.ROOT / params["profile_out_dir"]
     run_dir = out_dir / run_folder(torch)
+    result = {"kernel_csvs": [], "kept": [], "labels": [], "partial": [], "skipped": [], "failed": []}
+
+    def note(kind: str, line: str) -> None:
+        result[kind].append(line)
+        print(f"{kind}: {line}", file=sys.stderr)
+
+    def gpu_broken(what: str, e: BaseException) -> bool:
+        """Record a failure; True if the GPU no longer runs anything (every later call would fail too)."""
+        note("failed", f"{what}: {error_line(e)}")
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001  a sticky CUDA error: nothing later can run
+            note("failed", "the GPU stopped working after this error: nothing after it was run")
+            return True
+        return False
+
+    if params["profile_overwrite"] or not (run_dir / "device.json").exists():
+        write_device_json(torch, run_dir / "device.json")
     ops = params["profile_ops"]
-    result = {"kernel_csvs": [], "kept": [], "labels": [], "skipped": [], "failed": []}
     for i, op in enumerate(ops):
         out_csv = run_dir / f"{op}.csv"
         if out_csv.exists() and not params["profile_overwrite"]:
@@ -110,32 +133,52 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
         seconds = op_seconds(None if kernel_end is None else kernel_end - clock(), len(ops) - i,
                              params["profile_max_seconds"])
         if seconds is not None and seconds <= 0:
-            result["skipped"].append(f"{op}: the kernels' share of the {budget_s:g} s budget was spent")
+            note("skipped", f"{op}: the kernels' share of the {budget_s:g} s budget was spent")
             continue
         try:
             collect([op], params["profile_dims"], out_csv, sample=params["profile_sample"], seed=params["seed"],
-                    max_seconds=seconds, overwrite=True, device_json=run_dir / "device.json" if i == 0 else None)
-            result["kernel_csvs"].append(out_csv)
-        except Exception as e:  # noqa: BLE001  one op fails alone; the rows it timed are written by collect
-            result["failed"].append(f"{op}: {error_line(e)}")
-            print(f"failed {op}: {error_line(e)}", file=sys.stderr)
-    settings = round_robin(label_settings(params["profile_models_max"]))
+                    max_seconds=seconds, overwrite=True)
+        except Exception as e:  # noqa: BLE001  one op fails alone; collect wrote the rows it had timed
+            if gpu_broken(op, e):
+                return result
+            continue
+        finally:
+            if after_each:
+                after_each()
+        result["kernel_csvs"].append(out_csv)
+        shapes, rows = len(sample_shapes(op, params["profile_dims"], params["profile_sample"], params["seed"])), \
+            _data_rows(out_csv)
+        if rows < shapes:       # the op's time ran out, or shapes were skipped (stderr says which)
+            note("partial", f"{op}: {rows} of {shapes} shapes timed")
+    try:
+        settings = round_robin(label_settings(params["profile_models_max"]))
+    except Exception as e:  # noqa: BLE001  e.g. the dataset's label folder was not carried along
+        raise ProfileError(f"cannot list the label settings from {paths.LABELS} ({error_line(e)})") from None
     for n, setting in enumerate(settings):
         what = " ".join(map(str, setting))
         if budget_s is not None and clock() - start > budget_s:
-            result["skipped"] += [f"{' '.join(map(str, s))}: the {budget_s:g} s budget was spent" for s in settings[n:]]
+            for rest in settings[n:]:
+                note("skipped", f"{' '.join(map(str, rest))}: the {budget_s:g} s budget was spent")
             break
         model, mode, batch, seq = setting
         try:
             result["labels"].append(measure(paths.MODEL_CONFIGS / f"{model}.json", batch, seq, mode,
                                             out_dir / "labels", overwrite=params["profile_overwrite"]))
         except ProfileError as e:   # out of memory on a smaller GPU, or measured before: that setting only
-            result["skipped"].append(f"{what}: {e}")
-            print(f"skip {what}: {e}", file=sys.stderr)
+            note("skipped", f"{what}: {e}")
         except Exception as e:  # noqa: BLE001  e.g. another transformers version: reported, the rest still run
-            result["failed"].append(f"{what}: {error_line(e)}")
-            print(f"failed {what}: {error_line(e)}", file=sys.stderr)
+            if gpu_broken(what, e):
+                return result
+        finally:
+            if after_each:
+                after_each()
     return result
+
+
+def _data_rows(csv_path: Path) -> int:
+    """Rows of a CSV file, its header not counted."""
+    with open(csv_path, newline="") as f:
+        return max(sum(1 for _ in csv.reader(f)) - 1, 0)
 
 
 def archive(folder: Path, target: Path) -> Path:
@@ -155,27 +198,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", type=Path, default=paths.ROOT / "params" / "full" / "01-profile-kernels.yaml",
                     help="notebook 01's papermill parameters (default: params/full)")
     ap.add_argument("--budget-s", type=float, default=None, help="wall seconds after which nothing new starts")
-    ap.add_argument("--archive", type=Path, default=None, help="also pack the measurement folder into this .tgz")
+    ap.add_argument("--archive", type=Path, default=None,
+                    help="also pack the measurement folder into this .tgz, after every op and setting")
     a = ap.parse_args(argv)
     if a.budget_s is not None and a.budget_s <= 0:
         ap.error("--budget-s must be positive")
     try:
         params = load_params(a.params)
         out_dir = paths.ROOT / params["profile_out_dir"]
-        try:
-            result = profile_all(params, a.budget_s)
-        finally:
+
+        def pack() -> None:
             if a.archive is not None and out_dir.is_dir():
-                print(f"packed {archive(out_dir, a.archive)}", file=sys.stderr)
+                archive(out_dir, a.archive)
+        # a timeout's SIGTERM ends the run like Ctrl-C: the finally below packs what was measured
+        before = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            result = profile_all(params, a.budget_s, after_each=pack)
+        finally:
+            signal.signal(signal.SIGTERM, before)
+            pack()
     except ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"kernels: {len(result['kernel_csvs'])} ops ({len(result['kept'])} kept); "
+    print(f"kernels: {len(result['kernel_csvs'])} ops ({len(result['kept'])} kept, {len(result['partial'])} partial); "
           f"labels: {len(result['labels'])} timed; {len(result['skipped'])} skipped, {len(result['failed'])} failed")
-    for kind in ("skipped", "failed"):
+    for kind in ("partial", "skipped", "failed"):
         for line in result[kind]:
             print(f"  {kind} {line}")
     return 1 if result["failed"] else 0
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 """Notebook 01's GPU run in one call (lib.profile_all), on CPU: its budget, its order, its failures, its archive."""
 import json
+import os
+import signal
 import tarfile
+import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -64,52 +68,77 @@ def test_bad_parameter_files_name_the_file(monkeypatch, tmp_path):
     bad.write_text("seed: 1\n")
     with pytest.raises(PA.ProfileError, match="bad.yaml: missing profile_dims, profile_out_dir"):
         PA.load_params(bad)
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": ["seed = 0\n"]}]}))
+    with pytest.raises(PA.ProfileError, match="nb.ipynb: no parameters cell of literals to start from"):
+        PA.load_params(bad)
 
 
 class FakeRun:
-    """collect / measure stand-ins on a fake clock: each op takes op_s, each model setting model_s."""
+    """collect / measure stand-ins on a fake clock: each op takes op_s, each model setting model_s; 5 shapes per op."""
 
-    def __init__(self, monkeypatch, tmp_path, op_s=10.0, model_s=30.0, fail=(), settings=None):
-        self.now, self.calls, self.fail = 0.0, [], set(fail)
+    def __init__(self, monkeypatch, tmp_path, op_s=10.0, model_s=30.0, fail=(), settings=None, short=(),
+                 breaks=None):
+        self.now, self.calls, self.fail, self.broken = 0.0, [], set(fail), False
         self.settings = settings or [("a", "inference", 1, 8), ("a", "training", 1, 8), ("b", "inference", 1, 8)]
-        monkeypatch.setattr(P, "require_cuda", lambda: torch)
+        gpu = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=self.synchronize))
+        monkeypatch.setattr(P, "require_cuda", lambda: gpu)
         monkeypatch.setattr(P, "run_folder", lambda t: "NVIDIA_Fake_torch2_cuda12")
+        monkeypatch.setattr(P, "sample_shapes", lambda op, dims, sample, seed: [(1, 2)] * 5)
         monkeypatch.setattr(PM, "label_settings", lambda limit: self.settings[:limit] if limit else self.settings)
 
-        def collect(ops, dims, out_csv, sample, seed, max_seconds, overwrite, device_json):
-            self.calls.append(("collect", ops[0], max_seconds, device_json is not None))
+        def write_device_json(t, path):
+            self.calls.append(("device.json",))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("{}")
+
+        def collect(ops, dims, out_csv, sample, seed, max_seconds, overwrite):
+            self.calls.append(("collect", ops[0], max_seconds))
             self.now += op_s
             if ops[0] in self.fail:
+                self.broken = ops[0] == breaks
                 raise RuntimeError("CUDA error: an illegal memory access\nmore")
             out_csv.parent.mkdir(parents=True, exist_ok=True)
-            out_csv.write_text("OPName,Latency\n")
+            out_csv.write_text("OPName,Latency\n" + f"{ops[0]},1.0\n" * (2 if ops[0] in short else 5))
 
         def measure(config, batch, seq, mode, out_dir, overwrite):
             self.calls.append(("measure", config.stem, mode, batch))
             self.now += model_s
             if config.stem in self.fail:
+                self.broken = config.stem == breaks
                 raise AttributeError("module has no attribute 'eager_attention_forward'")
             if batch == 99:
                 raise PM.ProfileError("out of GPU memory")
             return {"model": config.stem, "mode": mode, "batch": batch, "seq": seq}
+        monkeypatch.setattr(P, "write_device_json", write_device_json)
         monkeypatch.setattr(P, "collect", collect)
         monkeypatch.setattr(PM, "measure", measure)
         self.params = {"profile_ops": ["bmm", "linear", "add"], "profile_dims": "test",
                        "profile_out_dir": str(tmp_path / "measured"), "profile_overwrite": False,
                        "profile_sample": 5, "profile_max_seconds": 500, "profile_models_max": None, "seed": 0}
 
+    def synchronize(self):
+        if self.broken:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
     def clock(self):
         return self.now
 
+    def ran(self, kind):
+        return [c[1:] for c in self.calls if c[0] == kind]
+
 
 def test_without_a_budget_every_op_gets_its_cap_and_every_setting_runs(monkeypatch, tmp_path):
-    run = FakeRun(monkeypatch, tmp_path)
-    out = PA.profile_all(run.params, clock=run.clock)
-    assert [c for c in run.calls if c[0] == "collect"] == [("collect", "bmm", 500, True), ("collect", "linear", 500, False),
-                                                          ("collect", "add", 500, False)]
-    assert [c[1:3] for c in run.calls if c[0] == "measure"] == [("a", "inference"), ("b", "inference"), ("a", "training")]
+    run, packed = FakeRun(monkeypatch, tmp_path), []
+    out = PA.profile_all(run.params, clock=run.clock, after_each=lambda: packed.append(len(run.calls)))
+    assert run.calls[0] == ("device.json",)
+    assert run.ran("collect") == [("bmm", 500), ("linear", 500), ("add", 500)]
+    assert [c[:2] for c in run.ran("measure")] == [("a", "inference"), ("b", "inference"), ("a", "training")]
     assert len(out["kernel_csvs"]) == 3 and len(out["labels"]) == 3
-    assert out["kept"] == out["skipped"] == out["failed"] == []
+    assert out["kept"] == out["partial"] == out["skipped"] == out["failed"] == []
+    assert packed == [2, 3, 4, 5, 6, 7]             # after every op and every setting
+    run = FakeRun(monkeypatch, tmp_path / "zero")   # a cap of 0 is no cap, as collect() always read it
+    PA.profile_all(run.params | {"profile_max_seconds": 0}, clock=run.clock)
+    assert run.ran("collect") == [("bmm", None), ("linear", None), ("add", None)]
 
 
 def test_a_budget_splits_the_kernels_share_and_cuts_the_settings(monkeypatch, tmp_path):
@@ -117,25 +146,42 @@ def test_a_budget_splits_the_kernels_share_and_cuts_the_settings(monkeypatch, tm
     # settings of 40 s start at 30 s and 70 s, and the third may not start at 110 s > 100 s
     run = FakeRun(monkeypatch, tmp_path, model_s=40.0)
     out = PA.profile_all(run.params, budget_s=100, clock=run.clock)
-    assert [c[2] for c in run.calls if c[0] == "collect"] == [pytest.approx(50 / 3), 20, 30]
-    assert [c[1:3] for c in run.calls if c[0] == "measure"] == [("a", "inference"), ("b", "inference")]
+    assert [c[1] for c in run.ran("collect")] == [pytest.approx(50 / 3), 20, 30]
+    assert [c[:2] for c in run.ran("measure")] == [("a", "inference"), ("b", "inference")]
     assert out["skipped"] == ["a training 1 8: the 100 s budget was spent"] and out["failed"] == []
     # ops slower than their share: the last op finds the kernels' share spent and is skipped, not run without limit
     run = FakeRun(monkeypatch, tmp_path / "slow", op_s=30.0)
     out = PA.profile_all(run.params, budget_s=100, clock=run.clock)
-    assert [c[1] for c in run.calls if c[0] == "collect"] == ["bmm", "linear"]
+    assert [c[0] for c in run.ran("collect")] == ["bmm", "linear"]
     assert out["skipped"][0] == "add: the kernels' share of the 100 s budget was spent"
 
 
+def test_an_op_cut_short_is_listed_as_partial(monkeypatch, tmp_path):
+    run = FakeRun(monkeypatch, tmp_path, short={"linear"})
+    out = PA.profile_all(run.params, clock=run.clock)
+    assert out["partial"] == ["linear: 2 of 5 shapes timed"] and len(out["kernel_csvs"]) == 3
+
+
 def test_a_failure_is_reported_and_the_rest_still_run(monkeypatch, tmp_path):
-    run = FakeRun(monkeypatch, tmp_path, fail={"linear", "a"},
+    run = FakeRun(monkeypatch, tmp_path, fail={"bmm", "a"},
                   settings=[("a", "inference", 1, 8), ("b", "inference", 99, 8), ("c", "training", 1, 8)])
     out = PA.profile_all(run.params, clock=run.clock)
-    assert [c[1] for c in run.calls if c[0] == "collect"] == ["bmm", "linear", "add"]
-    assert [p.stem for p in out["kernel_csvs"]] == ["bmm", "add"]        # the failed op's CSV is not listed
-    assert out["failed"] == ["linear: RuntimeError: CUDA error: an illegal memory access",
+    assert [c[0] for c in run.ran("collect")] == ["bmm", "linear", "add"]
+    assert [p.stem for p in out["kernel_csvs"]] == ["linear", "add"]    # the failed op's CSV is not listed
+    assert (Path(run.params["profile_out_dir"]) / "NVIDIA_Fake_torch2_cuda12" / "device.json").exists()
+    assert out["failed"] == ["bmm: RuntimeError: CUDA error: an illegal memory access",
                              "a inference 1 8: AttributeError: module has no attribute 'eager_attention_forward'"]
     assert out["skipped"] == ["b inference 99 8: out of GPU memory"] and [r["model"] for r in out["labels"]] == ["c"]
+
+
+def test_an_error_that_breaks_the_gpu_stops_the_run(monkeypatch, tmp_path):
+    run = FakeRun(monkeypatch, tmp_path, fail={"linear"}, breaks="linear")
+    out = PA.profile_all(run.params, clock=run.clock)
+    assert [c[0] for c in run.ran("collect")] == ["bmm", "linear"] and run.ran("measure") == []
+    assert out["failed"][-1] == "the GPU stopped working after this error: nothing after it was run"
+    run = FakeRun(monkeypatch, tmp_path / "model", fail={"a"}, breaks="a")
+    out = PA.profile_all(run.params, clock=run.clock)
+    assert [c[:2] for c in run.ran("measure")] == [("a", "inference")] and len(out["failed"]) == 2
 
 
 def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):
@@ -143,12 +189,13 @@ def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):
     kept = tmp_path / "measured" / "NVIDIA_Fake_torch2_cuda12" / "linear.csv"
     kept.parent.mkdir(parents=True)
     kept.write_text("OPName,Latency\nlinear,1.0\n")
+    (kept.parent / "device.json").write_text('{"Device": "kept"}')
     out = PA.profile_all(run.params, clock=run.clock)
-    assert out["kept"] == ["linear"] and kept in out["kernel_csvs"]
-    assert [c[1] for c in run.calls if c[0] == "collect"] == ["bmm", "add"]
+    assert out["kept"] == ["linear"] and kept in out["kernel_csvs"] and out["partial"] == []
+    assert [c[0] for c in run.ran("collect")] == ["bmm", "add"] and ("device.json",) not in run.calls
     run = FakeRun(monkeypatch, tmp_path)
     PA.profile_all(run.params | {"profile_overwrite": True}, clock=run.clock)
-    assert [c[1] for c in run.calls if c[0] == "collect"] == ["bmm", "linear", "add"]
+    assert [c[0] for c in run.ran("collect")] == ["bmm", "linear", "add"] and run.calls[0] == ("device.json",)
 
 
 def test_the_command_packs_what_was_measured_even_when_a_run_fails(monkeypatch, tmp_path, capsys):
@@ -168,6 +215,32 @@ def test_the_command_packs_what_was_measured_even_when_a_run_fails(monkeypatch, 
     with pytest.raises(KeyboardInterrupt):
         PA.main(["--params", str(params), "--archive", str(archive)])
     assert archive.exists() and not list(archive.parent.glob(".tmp-*"))
+
+
+def test_a_timeouts_sigterm_still_packs_the_archive(monkeypatch, tmp_path):
+    # the device tool ends a run past its limit with SIGTERM, which would skip every finally: main turns it into an
+    # interrupt, packs, and puts the earlier handler back
+    run = FakeRun(monkeypatch, tmp_path)
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump(run.params))
+    monkeypatch.setattr(PM, "label_settings", lambda limit: os.kill(os.getpid(), signal.SIGTERM))
+    before = signal.getsignal(signal.SIGTERM)
+    archive = tmp_path / "m.tgz"
+    with pytest.raises(KeyboardInterrupt):
+        PA.main(["--params", str(params), "--archive", str(archive)])
+    with tarfile.open(archive) as tar:
+        assert "measured/NVIDIA_Fake_torch2_cuda12/add.csv" in tar.getnames()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_label_settings_that_cannot_be_read_are_one_line(monkeypatch, tmp_path, capsys):
+    run = FakeRun(monkeypatch, tmp_path)
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump(run.params))
+    monkeypatch.setattr(PM, "label_settings", lambda limit: (_ for _ in ()).throw(KeyError("model")))
+    assert PA.main(["--params", str(params)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: cannot list the label settings from ") and "KeyError" in err[-1]
 
 
 def test_no_gpu_and_bad_budget_are_one_line_errors(monkeypatch, tmp_path, capsys):
