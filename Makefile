@@ -40,14 +40,15 @@ figures: data $(FULL_RUNS) ## run every notebook with params/full: build/noteboo
 	$(PY) -m lib.report
 	$(PY) -m lib.outputs
 
-# A notebook reruns when its source, its parameters, an input under data/ (device specs, model configs, the paper's
-# scaling table, our own measurements; not the materialized dataset) or a lib module it or the runner uses changes;
+# A notebook reruns when its source, its parameters, the environment (.venv reinstalled from requirements.txt: other
+# library versions can change results), an input under data/ (device specs, model configs, the paper's scaling
+# table, our own measurements; not the materialized dataset) or a lib module it or the runner uses changes;
 # NB_DEPS lists those modules per notebook (lib.notebook_deps), so an edit of lib reruns only the notebooks it reaches.
 # Only a goal that runs notebooks reads (and so first writes) NB_DEPS.
 DATA_IN := $(shell find data -path data/neusight -prune -o -type f ! -name '*.md' ! -name '.*' -print)
 NB_DEPS := build/notebook-deps.mk
 
-build/notebooks/%.ipynb: notebooks/%.ipynb params/full/%.yaml $(DATA_IN) | data
+build/notebooks/%.ipynb: notebooks/%.ipynb params/full/%.yaml $(STAMP) $(DATA_IN) | data
 	$(PY) -m lib.notebooks run $< params/full/$*.yaml $@
 
 $(NB_DEPS): $(NOTEBOOKS) $(LIB)
