@@ -4,8 +4,9 @@
 
 A notebook's modules are those its code cells import from lib, then those these import, and so on, found in the
 syntax tree (imports inside functions count too, whether the function runs or not), plus lib/__init__.py, which
-every import of lib runs; its rule adds the modules of the runner, lib.notebooks. No lib module imports another by a computed name (tests/test_notebook_deps.py checks),
-so the tree shows every one. Standard library only: make runs this with the system Python, before .venv exists.
+every import of lib runs; its rule adds the modules of the runner, lib.notebooks. No lib module imports another by
+a computed name (tests/test_notebook_deps.py checks), so the tree shows every one. Standard library only: make runs
+this with the system Python, before .venv exists.
 """
 from __future__ import annotations
 
@@ -52,12 +53,16 @@ def closure(modules: set[str], imports=module_imports) -> set[str]:
     return seen
 
 
+# IPython cell magics whose cell body is still Python (the others run bash, HTML, a file write, ...)
+PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
+
+
 def notebook_code(notebook: Path) -> str:
-    """The code cells of a notebook as one Python source (IPython's %% cells and % and ! lines left out)."""
+    """The Python of a notebook's code cells as one source: % and ! lines left out, and cells of other languages."""
     cells = ["".join(c["source"]) for c in json.loads(Path(notebook).read_text())["cells"] if c["cell_type"] == "code"]
-    lines = [line for cell in cells if not cell.lstrip().startswith("%%") for line in cell.splitlines()
-             if not line.lstrip().startswith(("%", "!"))]
-    return "\n".join(lines)
+    python = [cell for cell in cells if not cell.lstrip().startswith("%%")
+              or (cell.lstrip()[2:].split() or [""])[0] in PYTHON_CELL_MAGICS]
+    return "\n".join(line for cell in python for line in cell.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
 def notebook_modules(notebook: Path) -> list[str]:

@@ -3,12 +3,14 @@
   python -m lib.profile_all [--params params/full/01-profile-kernels.yaml] [--budget-s S] [--archive OUT.tgz]
 
 The parameters are notebook 01's (profile_ops, profile_dims, profile_out_dir, profile_overwrite, profile_sample,
-profile_max_seconds, profile_models_max, seed), read from the same YAML, so a GPU lent for minutes (a device
-session: data/measured/README.md) measures what `make figures` on a GPU machine would. With --budget-s: the kernel ops share
-KERNEL_SHARE of the budget (an op that ends early leaves its time to the ops after it), and label settings start
-while the budget lasts, one model at a time in turn, so a cut leaves as many models as possible measured once. A
-kernel shape or a model setting already started is finished: allow a minute beyond the budget. --archive packs the
-measurement folder into one .tgz, also when the run stops on an error, so what was measured comes back.
+profile_max_seconds, profile_models_max, seed): its parameters cell, then the YAML, so a GPU lent for minutes (a
+device session: data/measured/README.md) measures what `make figures` on a GPU machine would. With --budget-s: the
+kernel ops share KERNEL_SHARE of the budget (an op that ends early leaves its time to the ops after it), and label
+settings start while the budget lasts, one model at a time in turn, so a cut leaves as many models as possible
+measured once. A kernel shape or a model setting already started is finished: allow a minute beyond the budget.
+--archive packs the measurement folder into one .tgz after every op and setting and once more at the end, also
+after an error, Ctrl-C or SIGTERM (a timeout's), so what was measured comes back. Exit status: 0, 1 if an op or a
+setting failed, 2 on bad input, 130 when interrupted.
 """
 from __future__ import annotations
 
@@ -89,12 +91,21 @@ def round_robin(settings: list[tuple]) -> list[tuple]:
     return [s for group in itertools.zip_longest(*by_model.values()) for s in group if s is not None]
 
 
-def profile_all(params: dict, budget_s: float | None = None, clock=time.monotonic, after_each=None) -> dict:
+def empty_result() -> dict:
+    """What profile_all fills as it goes (see there)."""
+    return {"kernel_csvs": [], "kept": [], "labels": [], "partial": [], "skipped": [], "failed": []}
+
+
+def profile_all(params: dict, budget_s: float | None = None, clock=time.monotonic, after_each=None,
+                result: dict | None = None) -> dict:
     """Measure notebook 01's kernels and label settings on GPU 0 into the folders of data/measured/README.md (notebook 01).
 
-    Returns {"kernel_csvs": [CSV paths written or kept], "kept": [ops measured before], "labels": [measure() rows],
-    "partial": ["op: n of N shapes"], "skipped": ["what: why"], "failed": ["what: error"]}. A failing op or setting
-    is listed and the run goes on (a GPU lent for minutes is not lent twice), unless it left the GPU unusable.
+    Returns `result` (empty_result() if None), filled as the run goes, so an interrupted run still has it:
+    {"kernel_csvs": [CSV paths written or kept], "kept": [ops measured before], "labels": [measure() rows],
+    "partial": ["op: n of N shapes timed ..."], "skipped": ["what: why"], "failed": ["what: error"]}. A CSV with
+    fewer rows than the op's sampled shapes is partial, whether its time ran out, shapes were skipped (out of
+    memory), the op failed or was interrupted, or it was kept from an earlier run. A failing op or setting is listed
+    and the run goes on (a GPU lent for minutes is not lent twice), unless it left the GPU unusable.
     `after_each()` runs after every op and setting (the command packs its archive there).
     """
     from .profile import collect, error_line, require_cuda, run_folder, sample_shapes, write_device_json
@@ -104,11 +115,18 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     kernel_end = None if budget_s is None else start + KERNEL_SHARE * budget_s
     out_dir = paths.ROOT / params["profile_out_dir"]
     run_dir = out_dir / run_folder(torch)
-    result = {"kernel_csvs": [], "kept": [], "labels": [], "partial": [], "skipped": [], "failed": []}
+    result = empty_result() if result is None else result
 
     def note(kind: str, line: str) -> None:
         result[kind].append(line)
         print(f"{kind}: {line}", file=sys.stderr)
+
+    def check_rows(op: str, out_csv: Path, how: str = "") -> None:
+        """Note the op as partial if its CSV holds fewer rows than the shapes it was to time."""
+        shapes = len(sample_shapes(op, params["profile_dims"], params["profile_sample"], params["seed"]))
+        rows = _data_rows(out_csv) if out_csv.exists() else 0
+        if rows < shapes:
+            note("partial", f"{op}: {rows} of {shapes} shapes timed{how}")
 
     def gpu_broken(what: str, e: BaseException) -> bool:
         """Record a failure; True if the GPU no longer runs anything (every later call would fail too)."""
@@ -129,6 +147,7 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
             result["kept"].append(op)
             result["kernel_csvs"].append(out_csv)
             print(f"{out_csv} exists: kept (profile_overwrite measures it again)", file=sys.stderr)
+            check_rows(op, out_csv, " (kept from an earlier run)")
             continue
         seconds = op_seconds(None if kernel_end is None else kernel_end - clock(), len(ops) - i,
                              params["profile_max_seconds"])
@@ -138,7 +157,11 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
         try:
             collect([op], params["profile_dims"], out_csv, sample=params["profile_sample"], seed=params["seed"],
                     max_seconds=seconds, overwrite=True)
+        except KeyboardInterrupt:   # Ctrl-C, or the command's SIGTERM: collect wrote the rows it had timed
+            check_rows(op, out_csv, " (interrupted)")
+            raise
         except Exception as e:  # noqa: BLE001  one op fails alone; collect wrote the rows it had timed
+            check_rows(op, out_csv, " (failed)")
             if gpu_broken(op, e):
                 return result
             continue
@@ -146,10 +169,7 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
             if after_each:
                 after_each()
         result["kernel_csvs"].append(out_csv)
-        shapes, rows = len(sample_shapes(op, params["profile_dims"], params["profile_sample"], params["seed"])), \
-            _data_rows(out_csv)
-        if rows < shapes:       # the op's time ran out, or shapes were skipped (stderr says which)
-            note("partial", f"{op}: {rows} of {shapes} shapes timed")
+        check_rows(op, out_csv)     # its time ran out, or shapes were skipped (stderr says which)
     try:
         settings = round_robin(label_settings(params["profile_models_max"]))
     except Exception as e:  # noqa: BLE001  e.g. the dataset's label folder was not carried along
@@ -166,6 +186,9 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
                                             out_dir / "labels", overwrite=params["profile_overwrite"]))
         except ProfileError as e:   # out of memory on a smaller GPU, or measured before: that setting only
             note("skipped", f"{what}: {e}")
+        except KeyboardInterrupt:
+            note("skipped", f"{what}: interrupted")
+            raise
         except Exception as e:  # noqa: BLE001  e.g. another transformers version: reported, the rest still run
             if gpu_broken(what, e):
                 return result
@@ -182,13 +205,13 @@ def _data_rows(csv_path: Path) -> int:
 
 
 def archive(folder: Path, target: Path) -> Path:
-    """Pack `folder` (its path relative to the repository kept) into one .tgz, written atomically."""
+    """Pack `folder` (its path relative to the repository kept) into one .tgz, written atomically; .md files left out."""
     folder = Path(folder).resolve()
     arcname = folder.relative_to(paths.ROOT) if folder.is_relative_to(paths.ROOT) else folder.name
 
     def write(tmp: Path) -> None:
-        with tarfile.open(tmp, "w:gz") as tar:
-            tar.add(folder, arcname=str(arcname))
+        with tarfile.open(tmp, "w:gz") as tar:   # measurements only: unpacking must not overwrite the README
+            tar.add(folder, arcname=str(arcname), filter=lambda info: None if info.name.endswith(".md") else info)
     Path(target).parent.mkdir(parents=True, exist_ok=True)
     return paths.write_atomic(Path(target), write)
 
@@ -210,22 +233,27 @@ def main(argv: list[str] | None = None) -> int:
         def pack() -> None:
             if a.archive is not None and out_dir.is_dir():
                 archive(out_dir, a.archive)
-        # a timeout's SIGTERM ends the run like Ctrl-C: the finally below packs what was measured
+        # a timeout's SIGTERM ends the run like Ctrl-C: what was measured is packed and summed up
+        result, interrupted = empty_result(), False
         before = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            result = profile_all(params, a.budget_s, after_each=pack)
+            profile_all(params, a.budget_s, after_each=pack, result=result)
+        except KeyboardInterrupt:
+            interrupted = True
         finally:
-            signal.signal(signal.SIGTERM, before)
             pack()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)
     except ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if interrupted:
+        print("interrupted: the summary below is what was done before")
     print(f"kernels: {len(result['kernel_csvs'])} ops ({len(result['kept'])} kept, {len(result['partial'])} partial); "
           f"labels: {len(result['labels'])} timed; {len(result['skipped'])} skipped, {len(result['failed'])} failed")
     for kind in ("partial", "skipped", "failed"):
         for line in result[kind]:
             print(f"  {kind} {line}")
-    return 1 if result["failed"] else 0
+    return 130 if interrupted else 1 if result["failed"] else 0
 
 
 def _raise_interrupt(signum, frame):

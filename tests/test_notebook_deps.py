@@ -33,10 +33,11 @@ def test_notebook_code_leaves_out_ipython_magics(tmp_path):
     nb = tmp_path / "nb.ipynb"
     cells = [{"cell_type": "code", "source": ["%%bash\n", "echo from lib import forecast\n"]},
              {"cell_type": "markdown", "source": ["from lib import graph"]},
-             {"cell_type": "code", "source": ["%matplotlib inline\n", "!ls\n", "from lib import tiles\n"]}]
+             {"cell_type": "code", "source": ["%matplotlib inline\n", "!ls\n", "from lib import tiles\n"]},
+             {"cell_type": "code", "source": ["%%time\n", "import lib.paths\n"]}]    # a Python cell magic
     nb.write_text(json.dumps({"cells": cells}))
-    assert ND.notebook_code(nb) == "from lib import tiles"
-    assert ND.notebook_modules(nb) == ["lib/__init__.py"] + [f"lib/{m}.py" for m in sorted(ND.closure({"tiles"}))]
+    assert ND.notebook_code(nb) == "from lib import tiles\nimport lib.paths"
+    assert ND.notebook_modules(nb) == ["lib/__init__.py"] + [f"lib/{m}.py" for m in sorted(ND.closure({"tiles", "paths"}))]
 
 
 def test_closure_follows_imports_through_other_modules():

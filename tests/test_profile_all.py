@@ -191,7 +191,8 @@ def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):
     kept.write_text("OPName,Latency\nlinear,1.0\n")
     (kept.parent / "device.json").write_text('{"Device": "kept"}')
     out = PA.profile_all(run.params, clock=run.clock)
-    assert out["kept"] == ["linear"] and kept in out["kernel_csvs"] and out["partial"] == []
+    assert out["kept"] == ["linear"] and kept in out["kernel_csvs"]
+    assert out["partial"] == ["linear: 1 of 5 shapes timed (kept from an earlier run)"]   # a short one is said
     assert [c[0] for c in run.ran("collect")] == ["bmm", "add"] and ("device.json",) not in run.calls
     run = FakeRun(monkeypatch, tmp_path)
     PA.profile_all(run.params | {"profile_overwrite": True}, clock=run.clock)
@@ -203,17 +204,20 @@ def test_the_command_packs_what_was_measured_even_when_a_run_fails(monkeypatch, 
     params = tmp_path / "p.yaml"
     params.write_text(yaml.safe_dump(run.params))
     archive = tmp_path / "out" / "measured.tgz"
+    (tmp_path / "measured").mkdir()
+    (tmp_path / "measured" / "README.md").write_text("what this folder holds")
     rc = PA.main(["--params", str(params), "--budget-s", "1000", "--archive", str(archive)])
     out = capsys.readouterr().out
     assert rc == 1 and "labels: 3 timed; 0 skipped, 1 failed" in out and "failed add: RuntimeError" in out
     with tarfile.open(archive) as tar:
         names = tar.getnames()
     assert "measured/NVIDIA_Fake_torch2_cuda12/bmm.csv" in names and "measured/NVIDIA_Fake_torch2_cuda12/add.csv" not in names
-    # an error that ends the run still packs what was written before it
+    assert all(not n.endswith(".md") for n in names)     # unpacking it must not overwrite data/measured/README.md
+    # an interrupt (Ctrl-C) still packs what was written before it, and sums it up
     archive.unlink()
     monkeypatch.setattr(PM, "label_settings", lambda limit: (_ for _ in ()).throw(KeyboardInterrupt()))
-    with pytest.raises(KeyboardInterrupt):
-        PA.main(["--params", str(params), "--archive", str(archive)])
+    assert PA.main(["--params", str(params), "--archive", str(archive)]) == 130
+    assert "interrupted: the summary below" in capsys.readouterr().out
     assert archive.exists() and not list(archive.parent.glob(".tmp-*"))
 
 
@@ -226,11 +230,32 @@ def test_a_timeouts_sigterm_still_packs_the_archive(monkeypatch, tmp_path):
     monkeypatch.setattr(PM, "label_settings", lambda limit: os.kill(os.getpid(), signal.SIGTERM))
     before = signal.getsignal(signal.SIGTERM)
     archive = tmp_path / "m.tgz"
-    with pytest.raises(KeyboardInterrupt):
-        PA.main(["--params", str(params), "--archive", str(archive)])
+    assert PA.main(["--params", str(params), "--archive", str(archive)]) == 130
     with tarfile.open(archive) as tar:
         assert "measured/NVIDIA_Fake_torch2_cuda12/add.csv" in tar.getnames()
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_an_interrupted_op_is_partial_and_an_interrupted_setting_skipped(monkeypatch, tmp_path):
+    run = FakeRun(monkeypatch, tmp_path)
+    collect = P.collect
+
+    def interrupted(ops, dims, out_csv, **kw):
+        if ops[0] != "linear":
+            return collect(ops, dims, out_csv, **kw)
+        out_csv.write_text("OPName,Latency\nlinear,1.0\nlinear,2.0\n")    # collect keeps what it timed
+        raise KeyboardInterrupt
+    monkeypatch.setattr(P, "collect", interrupted)
+    result = PA.empty_result()
+    with pytest.raises(KeyboardInterrupt):
+        PA.profile_all(run.params, clock=run.clock, result=result)
+    assert result["partial"] == ["linear: 2 of 5 shapes timed (interrupted)"] and len(result["kernel_csvs"]) == 1
+    run = FakeRun(monkeypatch, tmp_path / "model")
+    monkeypatch.setattr(PM, "measure", lambda *a, **kw: (_ for _ in ()).throw(KeyboardInterrupt()))
+    result = PA.empty_result()
+    with pytest.raises(KeyboardInterrupt):
+        PA.profile_all(run.params, clock=run.clock, result=result)
+    assert result["skipped"] == ["a inference 1 8: interrupted"] and len(result["kernel_csvs"]) == 3
 
 
 def test_label_settings_that_cannot_be_read_are_one_line(monkeypatch, tmp_path, capsys):
