@@ -48,19 +48,13 @@ def test_bad_parameter_files_name_the_file(monkeypatch, tmp_path):
     with pytest.raises(PA.ProfileError, match="nope.yaml: parameter file not found"):
         PA.load_params(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
-    bad.write_text("profile_ops: [bmm\n")
-    with pytest.raises(PA.ProfileError, match="bad.yaml: not valid YAML"):
-        PA.load_params(bad)
-    bad.write_text("- bmm\n")
-    with pytest.raises(PA.ProfileError, match="bad.yaml: expected 'name: value' lines"):
-        PA.load_params(bad)
-    bad.write_text("profile_ops: [bmm, conv]\n")
-    with pytest.raises(PA.ProfileError, match="bad.yaml: unknown op 'conv'"):
-        PA.load_params(bad)
-    bad.write_text("profile_ops: bmm\n")
-    with pytest.raises(PA.ProfileError, match="bad.yaml: profile_ops must be a non-empty list"):
-        PA.load_params(bad)
-    nb = tmp_path / "nb.ipynb"          # a parameters cell without profile_seed: the YAML must then give it
+    for text, message in [("profile_ops: [bmm\n", "not valid YAML"), ("- bmm\n", "expected 'name: value' lines"),
+                          ("profile_ops: [bmm, conv]\n", "unknown op 'conv'"),
+                          ("profile_ops: bmm\n", "profile_ops must be a non-empty list")]:
+        bad.write_text(text)
+        with pytest.raises(PA.ProfileError, match=f"bad.yaml: {message}"):
+            PA.load_params(bad)
+    nb = tmp_path / "nb.ipynb"          # a parameters cell with two of the parameters: the YAML must give the rest
     nb.write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {"tags": ["parameters"]},
                                           "source": ["profile_ops = ['bmm']  # one\n", "seed = 0\n"]}]}))
     assert PA.notebook_defaults(nb) == {"profile_ops": ["bmm"], "seed": 0}
@@ -122,6 +116,12 @@ class FakeRun:
 
     def clock(self):
         return self.now
+
+    def params_file(self, folder):
+        """The parameters as a YAML file, for the command."""
+        path = folder / "p.yaml"
+        path.write_text(yaml.safe_dump(self.params))
+        return path
 
     def ran(self, kind):
         return [c[1:] for c in self.calls if c[0] == kind]
@@ -201,8 +201,7 @@ def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):
 
 def test_the_command_packs_what_was_measured_even_when_a_run_fails(monkeypatch, tmp_path, capsys):
     run = FakeRun(monkeypatch, tmp_path, fail={"add"})
-    params = tmp_path / "p.yaml"
-    params.write_text(yaml.safe_dump(run.params))
+    params = run.params_file(tmp_path)
     archive = tmp_path / "out" / "measured.tgz"
     (tmp_path / "measured").mkdir()
     (tmp_path / "measured" / "README.md").write_text("what this folder holds")
@@ -225,8 +224,7 @@ def test_a_timeouts_sigterm_still_packs_the_archive(monkeypatch, tmp_path):
     # the device tool ends a run past its limit with SIGTERM, which would skip every finally: main turns it into an
     # interrupt, packs, and puts the earlier handler back
     run = FakeRun(monkeypatch, tmp_path)
-    params = tmp_path / "p.yaml"
-    params.write_text(yaml.safe_dump(run.params))
+    params = run.params_file(tmp_path)
     monkeypatch.setattr(PM, "label_settings", lambda limit: os.kill(os.getpid(), signal.SIGTERM))
     before = signal.getsignal(signal.SIGTERM)
     archive = tmp_path / "m.tgz"
@@ -260,8 +258,7 @@ def test_an_interrupted_op_is_partial_and_an_interrupted_setting_skipped(monkeyp
 
 def test_label_settings_that_cannot_be_read_are_one_line(monkeypatch, tmp_path, capsys):
     run = FakeRun(monkeypatch, tmp_path)
-    params = tmp_path / "p.yaml"
-    params.write_text(yaml.safe_dump(run.params))
+    params = run.params_file(tmp_path)
     monkeypatch.setattr(PM, "label_settings", lambda limit: (_ for _ in ()).throw(KeyError("model")))
     assert PA.main(["--params", str(params)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
