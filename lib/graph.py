@@ -7,7 +7,8 @@ Qwen2, with their LM heads) on the meta device (no weights, no GPU), runs one
 forward (eval mode) or forward + backward (train mode, backward seeded with ones on every output
 logit tensor, no loss kernels, as the labels' fx graphs end at the logits), and records every aten
 kernel through a TorchDispatchMode. Only a reduced depth is run: 3 periods of each layer stack (a
-period is 1 block, 2 for Switch whose dense/sparse blocks alternate); the middle period stands for all
+period is 1 block; for Switch, a stack's sparse step: one sparse block per step, e.g. 2 when dense and
+sparse blocks alternate, `stack_periods`); the middle period stands for all
 middle ones through `count` (`_to_table`), so the table of a 32-layer model is as short as a 3-layer one.
 Module hooks (forward) and tensor hooks (backward) tell which block an op belongs to.
 Tables are cached in build/cache/graphs/ (a cache hit imports neither torch nor transformers).
@@ -43,28 +44,28 @@ class GraphError(ValueError):
 
 
 # model_type -> (class for inference, class for training, layer-count fields, max-position field,
-#                stacks: attribute paths of the nn.ModuleList of blocks, block period)
+#                stacks: attribute paths of the nn.ModuleList of blocks)
 # Classes follow the label CSVs: bert_large-inf uses a `classifier` head (sequence classification),
 # bert_large-train uses `cls.predictions` + `cls.seq_relationship` (BertForPreTraining).
 ARCHS = {
     "bert": ("BertForSequenceClassification", "BertForPreTraining", ("num_hidden_layers",),
-             "max_position_embeddings", ("bert.encoder.layer",), 1),
+             "max_position_embeddings", ("bert.encoder.layer",)),
     "gpt2": ("GPT2LMHeadModel", "GPT2LMHeadModel", ("n_layer",), "n_positions",
-             ("transformer.h",), 1),
+             ("transformer.h",)),
     "opt": ("OPTForCausalLM", "OPTForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
-            ("model.decoder.layers",), 1),
+            ("model.decoder.layers",)),
     # Beyond the paper's six (no label measures them): decoder-only models of the Llama family
     # (RMSNorm as element-wise kernels, rotary positions, SwiGLU MLP, grouped-query attention).
     "llama": ("LlamaForCausalLM", "LlamaForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
-              ("model.layers",), 1),
+              ("model.layers",)),
     "mistral": ("MistralForCausalLM", "MistralForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
-                ("model.layers",), 1),
+                ("model.layers",)),
     "qwen2": ("Qwen2ForCausalLM", "Qwen2ForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
-              ("model.layers",), 1),
+              ("model.layers",)),
     "switch_transformers": ("SwitchTransformersForConditionalGeneration",
                             "SwitchTransformersForConditionalGeneration",
                             ("num_layers", "num_decoder_layers"), None,
-                            ("encoder.block", "decoder.block"), 2),
+                            ("encoder.block", "decoder.block")),
 }
 
 # Fields that size a model. A config must give each as a positive integer: Hugging Face would otherwise
@@ -88,7 +89,7 @@ class ModelConfig:
     model_type: str
     num_layers: tuple          # blocks per stack (one entry per stack)
     max_positions: int | None  # longest sequence the position embeddings allow (None: relative)
-    period: int = 1
+    periods: tuple = ()        # blocks per repeating period, per stack (stack_periods)
     stacks: tuple = field(default_factory=tuple)
 
     @property
@@ -113,7 +114,7 @@ def load_config(path) -> ModelConfig:
     if model_type not in ARCHS:
         raise GraphError(f"{path}: unknown architecture (architectures={raw.get('architectures')}, "
                          f"model_type={model_type!r}); supported model_type: {sorted(ARCHS)}")
-    _, _, layer_fields, pos_field, stacks, period = ARCHS[model_type]
+    _, _, layer_fields, pos_field, stacks = ARCHS[model_type]
     for f in (*layer_fields, *SIZE_FIELDS[model_type], *([pos_field] if pos_field else [])):
         if f not in raw:
             raise GraphError(f"{path}: field '{f}' is missing (a positive integer, as in Hugging Face's config.json)")
@@ -121,7 +122,34 @@ def load_config(path) -> ModelConfig:
             raise GraphError(f"{path}: field '{f}' must be a positive integer (got {raw[f]!r})")
     layers = [raw[f] for f in layer_fields]
     max_pos = raw[pos_field] if pos_field else None
-    return ModelConfig(path, raw, model_type, tuple(layers), max_pos, period, stacks)
+    return ModelConfig(path, raw, model_type, tuple(layers), max_pos, stack_periods(path, raw, model_type, layers),
+                       stacks)
+
+
+# Switch's sparse blocks, as Hugging Face places them (SwitchTransformersConfig, SwitchTransformersStack): in a
+# stack of n blocks with s sparse ones (`num_sparse_*_layers`, default 3)
+#     step = n // s  (s > 0; else n),   block i sparse  iff  step > 0 and (i % step == 1 or step == 1)
+# so the blocks repeat with a period of `step` blocks (1 when step is 0: no block is sparse).
+SPARSE_FIELDS = ("num_sparse_encoder_layers", "num_sparse_decoder_layers")
+SPARSE_DEFAULT = 3
+
+
+def sparse_step(n_blocks: int, n_sparse: int) -> int:
+    """Hugging Face's sparse step of a Switch stack (above)."""
+    return n_blocks // n_sparse if n_sparse > 0 else n_blocks
+
+
+def stack_periods(path, raw: dict, model_type: str, layers) -> tuple:
+    """Blocks per repeating period of each stack: 1, or Switch's sparse step (above); GraphError names a bad field."""
+    if model_type != "switch_transformers":
+        return tuple(1 for _ in layers)
+    periods = []
+    for f, n in zip(SPARSE_FIELDS, layers):
+        s = raw.get(f, SPARSE_DEFAULT)
+        if not (_positive_int(s) or s == 0 and type(s) is int):
+            raise GraphError(f"{path}: field '{f}' must be a non-negative integer (got {s!r})")
+        periods.append(sparse_step(n, s) or 1)
+    return tuple(periods)
 
 
 def check_args(cfg: ModelConfig, batch: int, seq: int, mode: str) -> None:
@@ -153,9 +181,9 @@ def parameter_count(config_path, use_cache: bool = True) -> int:
 
 
 def _reduced_depths(cfg: ModelConfig) -> tuple:
-    """Blocks to build per stack: 3 periods (first, steady, last), or the full depth if not longer."""
-    p = cfg.period
-    return tuple(3 * p if (n > 3 * p and n % p == 0) else n for n in cfg.num_layers)
+    """Blocks to build per stack: 3 periods (first, steady, last), or the full depth if not longer (or not a
+    whole number of periods)."""
+    return tuple(3 * p if (n > 3 * p and n % p == 0) else n for n, p in zip(cfg.num_layers, cfg.periods))
 
 
 def cache_key(cfg: ModelConfig, batch: int, seq: int, mode: str, depths=None) -> str:
@@ -203,12 +231,11 @@ def _to_table(records: list, cfg: ModelConfig, depths) -> pd.DataFrame:
     the encoder output, are accumulated in every block but the last), hence 3 periods captured.
     count(middle) = n_full / p - 2, plus 1 for the first and/or last when they ran the same kernels.
     """
-    p = cfg.period
     rows = [classify(r) for r in records]
     rows = [r for r in rows if r is not None]
     df = pd.DataFrame(rows, columns=COLUMNS + ["stack", "block"])
     df["count"] = 1
-    for s, (n_full, n_cap) in enumerate(zip(cfg.num_layers, depths)):
+    for s, (n_full, n_cap, p) in enumerate(zip(cfg.num_layers, depths, cfg.periods)):
         if n_cap == n_full or n_cap != _reduced_depths(cfg)[s]:
             continue      # the whole stack was built, or a depth of the caller's choosing: counted as built
         in_stack = (df["layer"] == "layer") & (df["stack"] == s)

@@ -216,9 +216,12 @@ def build_model(cfg, mode: str, depths, batch: int, device: str = "meta"):
     for f, d in zip(layer_fields, depths):
         raw[f] = d
     if cfg.model_type == "switch_transformers":
-        # keep the dense/sparse alternation: sparse layers = depth / step
-        raw["num_sparse_encoder_layers"] = depths[0] * cfg.raw.get("num_sparse_encoder_layers", 3) // cfg.num_layers[0]
-        raw["num_sparse_decoder_layers"] = depths[1] * cfg.raw.get("num_sparse_decoder_layers", 3) // cfg.num_layers[1]
+        # keep each stack's sparse step (lib.graph.stack_periods): a reduced stack of d blocks has d / step sparse ones
+        from .graph import SPARSE_DEFAULT, SPARSE_FIELDS, sparse_step
+        for f, d, n in zip(SPARSE_FIELDS, depths, cfg.num_layers):
+            step = sparse_step(n, cfg.raw.get(f, SPARSE_DEFAULT))
+            if d != n:
+                raw[f] = d // step if step else d + 1    # step 0 (more sparse blocks asked than blocks): none sparse
     hf_cfg = CONFIG_MAPPING[cfg.model_type].from_dict(raw)
     hf_cfg._attn_implementation = "eager"
     hf_cfg.use_cache = False

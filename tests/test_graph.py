@@ -93,6 +93,30 @@ def test_switch_layer_multiplication_equals_full_depth(tmp_path, mode):
     pd.testing.assert_series_equal(_totals(reduced), _totals(full))
 
 
+@pytest.mark.parametrize("layers,sparse,period", [(12, 4, 3), (16, 4, 4), (7, 9, 1)],
+                         ids=["step3", "step4", "none-sparse"])
+def test_switch_sparse_step_sets_the_period(tmp_path, layers, sparse, period):
+    # Hugging Face: step = layers // sparse (0: no sparse block), block i sparse iff i % step == 1. A period is one
+    # step, so a 12-block stack with 4 sparse blocks is captured as 9 blocks (3 periods of 3) and counted to 12
+    path = _write(tmp_path, dict(TINY_SWITCH, num_layers=layers, num_decoder_layers=layers,
+                                 num_sparse_encoder_layers=sparse, num_sparse_decoder_layers=sparse))
+    cfg = graph.load_config(path)
+    assert cfg.periods == (period, period)
+    reduced = graph.capture(path, 1, 8, "inference", use_cache=False)
+    full = graph.capture(path, 1, 8, "inference", depths=(layers, layers), use_cache=False)
+    assert len(reduced) < len(full)
+    pd.testing.assert_series_equal(_totals(reduced), _totals(full))
+    router = full[(full.op == "linear") & (full.K == TINY_SWITCH["num_experts"])]   # one router GEMM per sparse block
+    assert router["count"].sum() == 2 * (sparse if sparse <= layers else 0)
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, "3", True])
+def test_switch_bad_sparse_count_names_the_field(tmp_path, value):
+    path = _write(tmp_path, dict(TINY_SWITCH, num_sparse_decoder_layers=value))
+    with pytest.raises(graph.GraphError, match="num_sparse_decoder_layers"):
+        graph.load_config(path)
+
+
 @pytest.mark.parametrize("mode", ["inference", "training"])
 @pytest.mark.parametrize("arch", sorted(LLAMA_FAMILY))
 def test_llama_family_layer_multiplication_equals_full_depth(tmp_path, arch, mode):
