@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .data import OP_CLASS
+from .graph_ops import LAYERNORM_BACKWARD
 
 CLASSES = ("FC", "BMM", "EW", "SOFTMAX", "LN", "MEM")
 _FC_MODULES = re.compile(r"^(dense|classifier|decoder|fc\d+|[qkv]_proj|query|key|value|out_proj|"
@@ -112,6 +113,15 @@ def kernel_class(op) -> np.ndarray:
     return np.array([OP_CLASS.get(o, "MEM") for o in op], dtype=object)
 
 
+def kernel_node_class(table: pd.DataFrame) -> np.ndarray:
+    """Op class of the label node each kernel row belongs to: kernel_class, except that a layernorm backward's
+    column-sum kernel (priced as 'mem', lib.graph_ops.kernel_rows) belongs to its layernorm node, LN."""
+    cls = kernel_class(table["op"])
+    base = table["aten"].astype(str).str.split(".").str[1]
+    cls[(base == LAYERNORM_BACKWARD).to_numpy()] = "LN"
+    return cls
+
+
 def class_shares(table: pd.DataFrame) -> pd.Series:
     """% of a predicted kernel table's time per op class, in CLASSES order (notebook 05's breakdowns)."""
     ms = table["total_ms"].groupby(kernel_class(table["op"])).sum()
@@ -121,7 +131,7 @@ def class_shares(table: pd.DataFrame) -> pd.Series:
 def predicted_layer(table: pd.DataFrame, num_layer: int) -> pd.DataFrame:
     """Predicted ms of ONE layer per (phase, cls) from a predicted kernel table (lib.forecast.predict_table)."""
     t = table[table["layer"] == "layer"]
-    t = t.assign(cls=kernel_class(t["op"]), ms=t["total_ms"] / max(num_layer, 1))
+    t = t.assign(cls=kernel_node_class(t), ms=t["total_ms"] / max(num_layer, 1))
     out = t.groupby(["cls", "phase"])["ms"].sum().rename("pred_ms")
     idx = pd.MultiIndex.from_product([CLASSES, ["fw", "bw"]], names=["cls", "phase"])
     return out.reindex(idx).fillna(0.0).reset_index()

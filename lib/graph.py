@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import paths
-from .graph_ops import COLUMNS, classify
+from .graph_ops import COLUMNS, kernel_rows
 
 GRAPH_CACHE = paths.CACHE / "graphs"
 MODES = ("inference", "training")
@@ -231,8 +231,7 @@ def _to_table(records: list, cfg: ModelConfig, depths) -> pd.DataFrame:
     the encoder output, are accumulated in every block but the last), hence 3 periods captured.
     count(middle) = n_full / p - 2, plus 1 for the first and/or last when they ran the same kernels.
     """
-    rows = [classify(r) for r in records]
-    rows = [r for r in rows if r is not None]
+    rows = [row for r in records for row in kernel_rows(r)]
     df = pd.DataFrame(rows, columns=COLUMNS + ["stack", "block"])
     df["count"] = 1
     for s, (n_full, n_cap, p) in enumerate(zip(cfg.num_layers, depths, cfg.periods)):

@@ -4,8 +4,9 @@ Op kinds: 'bmm' and 'linear' (GEMMs, upstream naming [B,M,N] @ [B,N,K] -> [B,M,K
 element-wise lib.ops.EW_OPS over [B, H] (H = last dim of the output, B = numel / H), 'softmax' and 'ln'
 (forward and backward: the backward kernels keep the class, phase 'bw'), and 'mem' for everything
 else that launches a kernel (embedding and its backward, gathers/scatters, copies, fills,
-reductions, dropout), costed by `bytes` read + written (a gather reads only the rows it picks). View-like ops and allocations launch no
-kernel and are dropped. Pure python: importing it does not import torch.
+reductions, dropout, a layernorm backward's column sums), costed by `bytes` read + written (a gather reads only
+the rows it picks, a fill reads nothing). View-like ops and allocations launch no kernel and are dropped.
+`kernel_rows` gives every kernel of a call, `classify` its first. Pure python: importing it does not import torch.
 """
 from __future__ import annotations
 
@@ -39,8 +40,24 @@ EW_OTHER = {"neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "abs", "where", "ma
 # Gathers read only the rows they pick (plus their indices), not the whole source (an embedding table):
 #     bytes = index bytes + 2 * output bytes (the picked rows read, then written)
 GATHER = {"embedding", "index", "index_select", "gather"}
+# Fills and random fills write their output and read no tensor (a `like` op reads only its input's shape):
+#     bytes = output bytes
+FILL = {"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full",
+        "fill", "zero", "scalar_tensor", "arange", "uniform", "normal", "rand", "rand_like", "randn", "randn_like"}
+# In-place scatters (self[index] = src, or += src) write, and for the accumulating ones first read, only the rows
+# they touch, not the whole of self:   bytes = index and src bytes + (1 or 2) * src bytes
+# (their out-of-place forms copy self first, so their traffic is the whole of self: counted as the default.)
+SCATTER_INPLACE = {"index_put": 1, "index_copy": 1, "scatter": 1, "index_add": 2, "scatter_add": 2}
 SOFTMAX = {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data"}
 LAYERNORM = {"native_layer_norm", "native_layer_norm_backward"}
+LAYERNORM_BACKWARD = "native_layer_norm_backward"
+COLUMN_SUMS = "[dgamma,dbeta]"     # ends the aten name of a layernorm backward's second kernel (kernel_rows)
+
+
+def _in_place(aten: str) -> bool:
+    """'aten.index_add_.default' -> True: the op writes into its first input."""
+    name = aten.split(".")[1] if aten.startswith("aten.") else aten
+    return name.endswith("_") and not name.endswith("__")
 
 
 def _base(aten: str) -> str:
@@ -101,6 +118,29 @@ def classify(r: dict) -> dict | None:
     # Everything else is memory-bound: bytes read (storage-backed inputs) + bytes written.
     # (in-place ops: the output aliases an input and is counted once read, once written)
     out_bytes = sum(n for _, n, _ in outs)
-    read_bytes = sum(n for _, n, _ in ins[1:]) + out_bytes if name in GATHER else sum(n for _, n, _ in ins)
-    row["bytes"] = read_bytes + out_bytes
+    if name in FILL:
+        row["bytes"] = out_bytes
+    elif name in SCATTER_INPLACE and _in_place(aten) and len(ins) >= 2:
+        row["bytes"] = sum(n for _, n, _ in ins[1:]) + SCATTER_INPLACE[name] * ins[-1][1]
+    else:
+        read_bytes = sum(n for _, n, _ in ins[1:]) + out_bytes if name in GATHER else sum(n for _, n, _ in ins)
+        row["bytes"] = read_bytes + out_bytes
     return row
+
+
+# PyTorch's CUDA layernorm backward is two kernels: one computes dx row by row (the 'ln' row: reads dy and x, writes
+# dx; lib.traffic prices its extra tensor), and where gamma or beta needs a gradient a second one sums the columns
+# for dgamma = sum over rows of dy * (x - mean) * rstd and dbeta = sum over rows of dy. That one reads dy and x (and
+# the per-row mean and rstd) again and writes the two H-vectors, a memory-bound 'mem' kernel:
+#     bytes = dy + x + mean + rstd (the inputs before gamma) + dgamma + dbeta (the outputs after dx)
+def kernel_rows(r: dict) -> list[dict]:
+    """One recorded aten call -> the kernel rows it launches (classify's row, and a layernorm backward's second)."""
+    row = classify(r)
+    if row is None:
+        return []
+    if _base(r["aten"]) != LAYERNORM_BACKWARD or len(r["outs"]) < 2:
+        return [row]
+    reads = sum(n for _, n, _ in r["ins"][:4])
+    writes = sum(n for _, n, _ in r["outs"][1:])
+    sums = dict(row, op="mem", B=math.nan, H=math.nan, bytes=reads + writes, aten=r["aten"] + COLUMN_SUMS)
+    return [row, sums]

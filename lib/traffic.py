@@ -5,7 +5,8 @@ y, one B x H tensor each. Two kinds of kernel in a model move more:
 - a fused kernel that runs an element-wise chain as its prologue also reads the chain's side inputs
   (`extra_bytes`, lib.fusion.fuse_elementwise);
 - a backward kernel reads one B x H tensor more: softmax's reads y and dy and writes dx, layernorm's reads x and
-  dy and writes dx (its mean, rstd, gamma and the dgamma / dbeta sums are rows or columns, not B x H).
+  dy and writes dx (its mean, rstd and gamma are rows or columns, not B x H; the dgamma / dbeta column sums run
+  in a second kernel, a memory-bound row of their own: lib.graph_ops.kernel_rows).
 A memory-bound kernel's time scales with its traffic, so each is priced from the forward kernel of its shape:
     latency = latency_forward(B, H) * (bytes_forward + extra_bytes) / bytes_forward
     extra_bytes(backward) = 4 * B * H        (fp32)

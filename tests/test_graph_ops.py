@@ -1,9 +1,9 @@
-"""Hand-computed cases of lib.graph_ops.classify: one recorded aten call -> one kernel row (notebook 05)."""
+"""Hand-computed cases of lib.graph_ops: one recorded aten call -> its kernel rows (notebook 05)."""
 import math
 
 import pytest
 
-from lib.graph_ops import classify
+from lib.graph_ops import classify, kernel_rows
 
 
 def _rec(aten, ins, outs, is_view=False, phase="fw"):
@@ -76,3 +76,52 @@ def test_views_and_allocations_launch_nothing():
     assert classify(_rec("aten.view.default", [(4, 1024)], [(4, 16, 64)], is_view=True)) is None
     assert classify(_rec("aten.empty.memory_format", [], [(4, 1024)])) is None
     assert classify(_rec("aten.t.default", [(4, 1024)], [(1024, 4)])) is None
+
+
+@pytest.mark.parametrize("aten, ins", [("aten.zeros_like.default", [(1024, 1024)]), ("aten.full_like.default", [(1024, 1024)]),
+                                       ("aten.new_zeros.default", [(8, 8)]), ("aten.fill_.Scalar", [(1024, 1024)]),
+                                       ("aten.uniform_.default", [(1024, 1024)]), ("aten.zeros.default", [])])
+def test_fills_write_and_read_nothing(aten, ins):
+    # a [1024, 1024] fp32 fill writes 4 MiB and reads no tensor (a `like` op reads its input's shape only)
+    row = classify(_rec(aten, ins, [(1024, 1024)]))
+    assert row["op"] == "mem" and row["bytes"] == 4 * 1024 * 1024
+
+
+def test_in_place_scatters_touch_only_their_rows():
+    # self [1000, 64], index [128], src [128, 64]: index + src read, 128 rows written (index_add_: also read first)
+    ins, outs = [(1000, 64), (128,), (128, 64)], [(1000, 64)]
+    index_src = 4 * 128 + 4 * 128 * 64
+    assert classify(_rec("aten.index_put_.default", ins, outs))["bytes"] == index_src + 4 * 128 * 64
+    assert classify(_rec("aten.index_add_.default", ins, outs))["bytes"] == index_src + 2 * 4 * 128 * 64
+    # out of place, self is copied first: the whole of self read and written, besides index and src
+    assert classify(_rec("aten.index_put.default", ins, outs))["bytes"] == 2 * 4 * 1000 * 64 + index_src
+
+
+def test_layernorm_backward_is_two_kernels():
+    # native_layer_norm_backward(dy, x [8, 512, 1024], mean, rstd [8, 512, 1], gamma, beta [1024]) -> dx, dgamma, dbeta:
+    # the 'ln' kernel for dx (4,096 rows of 1,024), then the column sums, which read dy, x, mean, rstd again
+    rec = _rec("aten.native_layer_norm_backward.default",
+               [(8, 512, 1024), (8, 512, 1024), (8, 512, 1), (8, 512, 1), (1024,), (1024,)],
+               [(8, 512, 1024), (1024,), (1024,)], phase="bw")
+    dx, sums = kernel_rows(rec)
+    assert _dims(dx) == {"op": "ln", "B": 4096, "H": 1024} and dx == classify(rec)
+    assert sums["op"] == "mem" and sums["phase"] == "bw" and sums["aten"].endswith("[dgamma,dbeta]")
+    assert sums["bytes"] == 4 * (2 * 8 * 512 * 1024 + 2 * 8 * 512) + 4 * 2 * 1024
+    # without gradients for gamma and beta (no affine weights) only the dx kernel runs
+    assert len(kernel_rows(dict(rec, outs=rec["outs"][:1]))) == 1
+    assert kernel_rows(_rec("aten.view.default", [(4, 8)], [(32,)], is_view=True)) == []
+
+
+def test_layernorm_column_sums_belong_to_the_layernorm_node():
+    # a label CSV times a layernorm node's backward as one node (both kernels): the one-layer comparison
+    # (lib.calibration.predicted_layer) counts the column-sum kernel as LN, while it is priced as 'mem'
+    import pandas as pd
+
+    from lib.calibration import kernel_class, predicted_layer
+    rec = _rec("aten.native_layer_norm_backward.default", [(4, 8), (4, 8), (4, 1), (4, 1), (8,), (8,)],
+               [(4, 8), (8,), (8,)], phase="bw")
+    copy = classify(_rec("aten.clone.default", [(4, 8)], [(4, 8)], phase="bw"))
+    table = pd.DataFrame([*kernel_rows(rec), copy]).assign(total_ms=[2.0, 1.0, 0.5])
+    assert list(kernel_class(table["op"])) == ["LN", "MEM", "MEM"]
+    layer = predicted_layer(table, num_layer=1).set_index(["cls", "phase"])["pred_ms"]
+    assert layer[("LN", "bw")] == 3.0 and layer[("MEM", "bw")] == 0.5
