@@ -44,6 +44,14 @@ def habitat_predict(df: pd.DataFrame, cfg: dict | None = None) -> np.ndarray:
 # sank to ~1e-17 ms. Such a feature told the model nothing, so it is held at its training value. The
 # cap keeps any other far extrapolation finite: exp(MAX_LOG_MS) ms = 1e12 ms, far above any kernel.
 MAX_LOG_MS = float(np.log(1e12))
+# numpy's vector and scalar exp may differ in the last bit, so the cap is recognized in log space, within this
+CAP_LOG_TOLERANCE = 1e-9
+
+
+def habitat_capped(latency_ms) -> np.ndarray:
+    """Which habitat latencies (ms) are the cap exp(MAX_LOG_MS), a bound on a far extrapolation, not a forecast."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(np.asarray(latency_ms, dtype=float)) >= MAX_LOG_MS - CAP_LOG_TOLERANCE
 
 
 def _habitat_latency_ms(model, df: pd.DataFrame, lo: np.ndarray, hi: np.ndarray,
@@ -120,6 +128,12 @@ def li_coefficients(device_name: str, vendor: str = "nvidia") -> dict:
                 coef[op] = fit_li(flops[rows], df["latency_ms"].to_numpy(float)[rows])
         _LI[device_name, vendor] = coef
     return _LI[device_name, vendor]
+
+
+def li_missing(device_name: str, op_classes) -> str:
+    """Why li_predict gives NaN: the op classes without training-split measurements on the device (CLI messages)."""
+    return (f"Li et al. fits on measurements of the target itself, and {device_name} has no training-split "
+            f"(split == 'train') measurements of op class {', '.join(sorted(set(op_classes)))}")
 
 
 def li_predict(df: pd.DataFrame, device_name: str, vendor: str = "nvidia") -> np.ndarray:

@@ -259,6 +259,27 @@ def held_out_label_ape(labels: pd.DataFrame, cfg_by_class: dict | None = None) -
     return ev.assign(kind=label_kind(ev))
 
 
+def _why_not_forecast(table: pd.DataFrame, result: dict, device: Device, method: str, device_path: str) -> str | None:
+    """Why the CLI's forecast is no answer (li without measurements, an overflow, habitat's cap), else None."""
+    from .baselines import MAX_LOG_MS, habitat_capped, li_missing
+    from .calibration import kernel_class
+    from .kernels import MEM_OP
+    unpredicted = table["pred_ms"].isna().to_numpy()
+    if method == "li" and unpredicted.any():
+        return li_missing(device.name, kernel_class(table.loc[unpredicted, "op"]))
+    if not np.isfinite(result["latency_ms"]):
+        return f"the forecast is not finite; check the spec values in {device_path}"
+    if method != "habitat":
+        return None
+    # habitat holds a far extrapolation at its cap, exp(MAX_LOG_MS) ms per kernel before the traffic factor (op 'mem' is
+    # priced by bandwidth, not by habitat)
+    capped = habitat_capped(table["pred_ms"].to_numpy() / traffic_scale(table)) & (table["op"] != MEM_OP).to_numpy()
+    if capped.any():
+        return (f"a kernel's predicted latency overflows (habitat's cap of {np.exp(MAX_LOG_MS):.0e} ms): the model's "
+                f"shapes or the spec values in {device_path} lie far outside its training data")
+    return None
+
+
 def main(argv=None) -> int:
     p = Parser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True,
@@ -276,8 +297,12 @@ def main(argv=None) -> int:
     p.add_argument("--calibrate", action="store_true",
                    help="scale by factors fitted on the training GPUs' end-to-end labels (lib.calibration)")
     p.add_argument("--kernels-out", metavar="PATH",
-                   help="also write the predicted kernel table (one row per distinct kernel) to this CSV")
+                   help="also write the predicted kernel table (one row per distinct kernel) to this CSV file "
+                        "(not '-': standard output carries the JSON line)")
     args = p.parse_args(argv)
+    if args.kernels_out == "-":   # standard output carries the JSON line
+        p.error("argument --kernels-out: '-' (standard output) is not supported, standard output carries the "
+                "forecast's JSON line; give a file path")
     for name, value in (("--batch", args.batch), ("--seq", args.seq)):
         if value < 1:
             print(f"error: {name} must be a positive integer, got {value}", file=sys.stderr)
@@ -296,9 +321,7 @@ def main(argv=None) -> int:
     except (DataError, DeviceError, GraphError, KernelInputError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if not np.isfinite(result["latency_ms"]):
-        why = ("Li et al. needs measurements of the target itself, and there are none" if args.method == "li"
-               else f"the forecast is not finite; check the spec values in {args.device}")
+    if why := _why_not_forecast(table, result, device, args.method, args.device):
         print(f"error: method '{args.method}' cannot forecast {device.name}: {why}", file=sys.stderr)
         return 2
     if args.kernels_out:

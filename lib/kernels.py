@@ -5,6 +5,9 @@
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
 the others; `bytes` for op 'mem'); other columns are carried through. PRED.csv = input + pred_ms.
+--tiles oracle also reads `kernel_name` and, for a name without a tile, `grid_x`, `grid_y` (AMD: `block_x`); a
+dataset CSV names them as lib.data.RENAME does (`Kernel Name`, `Grid x`, ...) and is an input as it is. KERNELS.csv
+may be a pipe (/dev/stdin): it is read once.
 A linear row with B > 1 is forecast as the one GEMM torch runs for it, over B*M rows (flatten_linear).
 --config: {op class: training config} for the NeuSight MLPs, used on every GPU (default:
 lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the five training
@@ -17,6 +20,7 @@ Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-b
 """
 from __future__ import annotations
 
+import io
 import json
 import sys
 import warnings
@@ -28,18 +32,24 @@ import pandas as pd
 from . import paths
 from .caveats import extrapolation_note
 from .cli import Parser
-from .data import OP_CLASS, DataError
+from .data import OP_CLASS, RENAME, DataError
 from .devices import Device, DeviceError, device_by_name, load_device
 from .envelope import cap
 from .features import add_features
 from .roofline import add_roofline
 from .ops import GEMM_DIMS, GEMM_OPS, VEC_DIMS
+from .tiles import gemm_tile_from_name
 
 METHODS = ("neusight", "roofline", "habitat", "li")
 TILES = ("spec", "oracle", "autotune", "classifier")
 SPEC_TILES = "autotune"          # what tiles='spec' means (chosen in notebook 04 on ID validation)
 MEM_OP = "mem"
 KNOWN_OPS = (*OP_CLASS, MEM_OP)
+# tiles='oracle' reads a GEMM's tile from its kernel name (lib.tiles); a name without one falls back to the launch grid,
+#     tile_n = ceil(K / grid_x),  tile_m = ceil(M / grid_y)     (AMD: grid_x counts work-items, so grid_x / block_x)
+ORACLE_COLUMNS = ("kernel_name", "grid_x", "grid_y", "block_x")
+# The columns a prediction reads, under their dataset CSV names too (lib.data.RENAME): a dataset file is an input as it is
+INPUT_NAMES = {theirs: ours for theirs, ours in RENAME.items() if ours in ("op", *ORACLE_COLUMNS)}
 
 
 class KernelInputError(ValueError):
@@ -120,8 +130,6 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int
     from .tile_choice import autotune_tiles, classify_tiles
     predict = lambda feat: predict_featured(feat, cfg_by_class, seed)
     if tiles == "oracle":
-        if "kernel_name" not in df.columns:
-            raise KernelInputError("tiles='oracle' needs a 'kernel_name' column (the target's profiled kernels)")
         return predict(add_features(df, tiles="oracle"))
     tiles = SPEC_TILES if tiles == "spec" else tiles
     gemm = df["op"].isin(GEMM_OPS).to_numpy()
@@ -134,6 +142,27 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int
         out[gemm] = predict(add_features(g, tiles="given"))
     if (~gemm).any():
         out[~gemm] = predict(add_features(df[~gemm].assign(tile_m=np.nan, tile_n=np.nan), tiles="given"))
+    return out
+
+
+def _oracle_rows(df: pd.DataFrame, vendor: str) -> pd.DataFrame:
+    """The rows to predict with tiles='oracle', with a block_x column (lib.tiles reads it on AMD only); a
+    KernelInputError naming the first GEMM row (index label) whose tile neither its kernel_name nor its grid gives."""
+    if "kernel_name" not in df.columns:
+        raise KernelInputError("tiles='oracle' needs a 'kernel_name' column (the target's profiled kernels)")
+    out = df if "block_x" in df.columns else df.assign(block_x=np.nan)
+    unnamed = df["op"].isin(GEMM_OPS).to_numpy() & df["kernel_name"].map(gemm_tile_from_name).isna().to_numpy()
+    if not unnamed.any():
+        return out
+    dataset_name = {ours: theirs for theirs, ours in INPUT_NAMES.items()}
+    for col in ("grid_x", "grid_y", "block_x") if vendor == "amd" else ("grid_x", "grid_y"):
+        x = pd.to_numeric(df[col], errors="coerce").to_numpy(float) if col in df.columns else np.full(len(df), np.nan)
+        if (bad := np.flatnonzero(unnamed & ~(np.isfinite(x) & (x > 0)))).size:
+            name = df["kernel_name"].iloc[bad[0]]
+            raise KernelInputError(f"row {df.index[bad[0]]}: tiles='oracle' finds no GEMM tile in kernel_name "
+                                   f"{repr(name) if isinstance(name, str) and name else '(blank)'}, and the "
+                                   f"launch-grid fallback needs a positive number in column '{col}' "
+                                   f"(or '{dataset_name[col]}')")
     return out
 
 
@@ -169,7 +198,9 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
         out[~mem] = li_predict(rest, device.name, device.vendor)
     else:
         from .predictors import forecast_floor_ms
-        extra = ["kernel_name"] if tiles == "oracle" else []
+        rest = _oracle_rows(rest, device.vendor) if tiles == "oracle" else rest
+        # oracle: rows alike but for their kernel name or launch grid can have other tiles
+        extra = [c for c in ORACLE_COLUMNS if c in rest.columns] if tiles == "oracle" else []
         neusight = lambda t: _dedup(t, extra, lambda u: _neusight(u, tiles, cfg_by_class, seed))
         # amendment 6: no kernel slower than on a training GPU whose spec this one dominates (lib.envelope)
         out[~mem] = cap(rest, neusight(rest), device, cfg_by_class, lambda t, g: neusight(_with_spec(t, g)),
@@ -222,30 +253,54 @@ def _read_config(path: str) -> dict:
     return raw
 
 
-def _read_kernels(path: str) -> pd.DataFrame:
-    """The input CSV as it is (columns carried through), or a KernelInputError naming the file."""
+def _read_kernels(path: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the input CSV as a table, its cells as text) from one read of the file, so a pipe works too (/dev/stdin,
+    <(...)); or a KernelInputError naming the file."""
     try:
-        with warnings.catch_warnings():   # a row longer than the header is an error, not a dropped field
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            table = pd.read_csv(path, index_col=False)
-    except pd.errors.ParserWarning:
-        raise KernelInputError(f"{path}: a row has more fields than the header") from None
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise KernelInputError(f"{path}: input file not found") from None
     except IsADirectoryError:
         raise KernelInputError(f"{path}: names a folder, not a CSV file") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise KernelInputError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
     except OSError as e:
         raise KernelInputError(f"{path}: cannot read the input file ({e.strerror or e})") from None
-    if {"op", "OPName"} <= set(table.columns):
-        raise KernelInputError(f"{path}: both 'op' and 'OPName' columns; give the op name once")
+    # compressed as its name says (k.csv.gz), as pandas reads a path
+    compression = pd.io.common.infer_compression(path, "infer")
+    read = lambda **kw: pd.read_csv(io.BytesIO(data), index_col=False, compression=compression, **kw)
+    try:
+        with warnings.catch_warnings():   # a row longer than the header is an error, not a dropped field
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            table = read()
+    except pd.errors.ParserWarning:
+        raise KernelInputError(f"{path}: a row has more fields than the header") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise KernelInputError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
+    except OSError as e:   # a damaged compressed file
+        raise KernelInputError(f"{path}: cannot read the input file ({e.strerror or e})") from None
+    both = [(ours, theirs) for theirs, ours in INPUT_NAMES.items() if {ours, theirs} <= set(table.columns)]
+    if both:
+        raise KernelInputError(f"{path}: both {both[0][0]!r} and {both[0][1]!r} columns; give that column once")
     # pandas renames a repeated header name ('B', 'B.1'), so the output would not be the input plus pred_ms
-    first_row = pd.read_csv(path, index_col=False, header=None, nrows=1, dtype=str).iloc[0]
-    header = [h for h in first_row if isinstance(h, str)]     # blank names are not names
-    if repeated := sorted({h for h in header if header.count(h) > 1}):
+    header = list(read(header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0])
+    names = [h for h in header if h != ""]     # blank names are not names
+    if repeated := sorted({h for h in names if names.count(h) > 1}):
         raise KernelInputError(f"{path}: column {repeated[0]!r} appears more than once in the header")
-    return table
+    # the input's cells go out as they were read: a blank cell must not turn a column of integers into floats, and a
+    # blank column name stays blank (pandas names it 'Unnamed: 5')
+    as_read = read(dtype=str, keep_default_na=False)
+    as_read.columns = ["" if h == "" else c for c, h in zip(as_read.columns, header)]
+    return table, as_read
+
+
+# habitat holds a far extrapolation at its cap, exp(MAX_LOG_MS) ms (lib.baselines): an overflow too, not a forecast
+def _check_habitat_cap(pred: np.ndarray, kernels: pd.DataFrame, input_path: str, device_path: str) -> None:
+    """KernelInputError naming the first row (not op 'mem') whose habitat latency is the cap."""
+    from .baselines import MAX_LOG_MS, habitat_capped
+    capped = habitat_capped(pred) & (kernels["op"] != MEM_OP).to_numpy()
+    if capped.any():
+        raise KernelInputError(f"{input_path}: row {int(np.flatnonzero(capped)[0])}: the predicted latency overflows "
+                               f"(habitat's cap of {np.exp(MAX_LOG_MS):.0e} ms): the dimensions or the spec values in "
+                               f"{device_path} lie far outside its training data")
 
 
 def main(argv=None) -> int:
@@ -254,7 +309,7 @@ def main(argv=None) -> int:
     ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K or B,H")
     ap.add_argument("--output", required=True, help="where to write the input + pred_ms ('-': standard output)")
     ap.add_argument("--method", default="neusight", choices=METHODS,
-                    help="NeuSight (default) or a baseline; li needs measurements on the target")
+                    help="NeuSight (default) or a baseline; li needs training-split measurements of the target")
     ap.add_argument("--tiles", default="spec", choices=TILES,
                     help="GEMM tile rule: spec (default, from the spec only); oracle needs kernel_name")
     ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
@@ -265,8 +320,8 @@ def main(argv=None) -> int:
     try:
         device = load_device(args.device)
         cfg_by_class = _read_config(args.config) if args.config else None
-        table = _read_kernels(args.input)
-        kernels = table.rename(columns={"OPName": "op"}) if "op" not in table.columns else table
+        table, as_read = _read_kernels(args.input)
+        kernels = table.rename(columns=INPUT_NAMES)
         try:
             with np.errstate(over="ignore", invalid="ignore"):   # overflow is reported just below
                 pred = predict_kernels(kernels, device, args.method, args.tiles, cfg_by_class)
@@ -277,13 +332,15 @@ def main(argv=None) -> int:
         if overflow.any():
             raise KernelInputError(f"{args.input}: row {int(np.flatnonzero(overflow)[0])}: dimensions too "
                                    f"large, the predicted latency overflows")
+        if args.method == "habitat":
+            _check_habitat_cap(pred, kernels, args.input, args.device)
         if args.method == "li" and np.isnan(pred).any():
-            print(f"note: Li et al. fits on measurements of the target itself; {device.name} has none for the "
-                  f"ops of {int(np.isnan(pred).sum())} of {len(pred)} rows, whose pred_ms is NaN", file=sys.stderr)
+            from .baselines import li_missing
+            missing = kernels["op"][np.isnan(pred)].astype(str).map(OP_CLASS)
+            print(f"note: {li_missing(device.name, missing)}; pred_ms is NaN for {int(np.isnan(pred).sum())} of "
+                  f"{len(pred)} rows", file=sys.stderr)
         if "pred_ms" in table.columns:
             print(f"note: {args.input} has a pred_ms column; the output replaces it", file=sys.stderr)
-        # the input's cells go out as they were read: a blank cell must not turn a column of integers into floats
-        as_read = pd.read_csv(args.input, index_col=False, dtype=str, keep_default_na=False)
     except (KernelInputError, DeviceError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

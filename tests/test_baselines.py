@@ -93,3 +93,10 @@ def test_li_predicts_a_training_gpu_from_its_own_line():
     row = pd.DataFrame({"op": ["bmm"], "B": [2.0], "M": [64.0], "N": [128.0], "K": [256.0], "H": [np.nan]})
     # bmm [B, M, N] @ [B, N, K]: 2 * B * M * N * K FLOP
     assert baselines.li_predict(row, gpu)[0] == pytest.approx(a * 2 * 2 * 64 * 128 * 256 + b)
+
+
+def test_habitat_capped_recognizes_the_cap_only():
+    # the cap is exp(MAX_LOG_MS) = 1e12 ms, however exp rounds its last bit; below it, NaN and 0 are not the cap
+    cap = np.exp(np.minimum(np.array([40.0, baselines.MAX_LOG_MS]), baselines.MAX_LOG_MS))
+    assert baselines.habitat_capped(cap).tolist() == [True, True]
+    assert baselines.habitat_capped(np.array([1e12 * (1 - 1e-6), 2.0, 0.0, np.nan])).tolist() == [False] * 4

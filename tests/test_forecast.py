@@ -401,3 +401,36 @@ def test_calibration_key_names_how_the_predictors_were_trained(monkeypatch):
     assert forecast_mod._calibration_key("neusight", "spec", None) == key
     monkeypatch.setattr(train, "cache_folder", lambda: "torch0-numpy0-pandas0-blas-other-threads1")
     assert forecast_mod._calibration_key("neusight", "spec", None) != key   # weights trained another way
+
+
+@pytest.mark.parametrize("device, classes", [
+    (H100, "BMM, EW, FC, LN, SOFTMAX"),                                 # measured, but in test_ood only
+    (paths.DEVICE_CONFIGS / "AMD_Instinct_MI100.json", "BMM, FC"),      # training rows of vector ops only
+], ids=["H100", "MI100"])
+def test_cli_li_names_the_op_classes_without_training_split_measurements(device, classes):
+    r = cli("--model", GPT2, "--device", device, "--batch", 1, "--seq", 8, "--mode", "inference", "--method", "li")
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert (f"Li et al. fits on measurements of the target itself, and {load_device(device).name} has no "
+            f"training-split (split == 'train') measurements of op class {classes}") in r.stderr, r.stderr
+
+
+def test_cli_habitat_cap_is_not_a_forecast(tmp_path):
+    # a GPU of 1 SM at 10 MHz, 1 GB/s and 1 GFLOP/s: habitat holds GPT-2's large GEMMs at its 1e12 ms cap
+    lo = tmp_path / "lo.json"
+    lo.write_text(json.dumps({"Device": "NVIDIA Lo", "Dev_Mem": 0.1, "Mem_Bw": 1, "Num_Sm": 1, "Core_Per_SM": 1,
+                              "Freq": 10, "SingleFLOPs": 1, "L2Cache": 0.01}))
+    r = cli("--model", GPT2, "--device", lo, "--batch", 1, "--seq", 8, "--mode", "inference", "--method", "habitat")
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert r.stderr.startswith("error: method 'habitat' cannot forecast NVIDIA Lo: a kernel's predicted latency "
+                               "overflows (habitat's cap of 1e+12 ms)") and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_kernels_out_is_not_standard_output(tmp_path):
+    # standard output carries the JSON line: '-' is refused, not written as a file named '-'
+    env = {**os.environ, "PYTHONPATH": str(paths.ROOT)}
+    r = subprocess.run([sys.executable, "-m", "lib.forecast", "--model", str(GPT2), "--device", str(L4), "--batch", "1",
+                        "--seq", "8", "--mode", "inference", "--method", "roofline", "--kernels-out", "-"],
+                       capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900)
+    assert r.returncode == 2 and r.stdout == "" and list(tmp_path.iterdir()) == []
+    assert r.stderr.startswith("error: argument --kernels-out: '-' (standard output) is not supported")
+    assert len(r.stderr.strip().splitlines()) == 1

@@ -232,15 +232,21 @@ def test_cli_says_when_it_replaces_an_input_pred_ms_column(tmp_path):
     assert pd.read_csv(out)["pred_ms"].iloc[0] != 99.0 and list(pd.read_csv(out).columns) == ["OPName", "B", "H", "pred_ms"]
 
 
-def test_cli_writes_the_input_cells_as_they_were_read(tmp_path):
+@pytest.mark.parametrize("text, header, rows", [
     # a bmm row has no H and an add row no M, N, K: pandas would read those columns as floats (512 -> 512.0)
+    ("OPName,B,M,N,K,H,tag\nbmm,8,512,512,64,,a\nadd,2,,,,3,b\n", "OPName,B,M,N,K,H,tag,pred_ms",
+     ("bmm,8,512,512,64,,a,", "add,2,,,,3,b,")),
+    # a header ending in a comma has a last column without a name: it stays blank (pandas names it 'Unnamed: 5')
+    ("OPName,B,M,N,K,\nbmm,2,512,512,64,\nbmm,1,64,64,64,x\n", "OPName,B,M,N,K,,pred_ms",
+     ("bmm,2,512,512,64,,", "bmm,1,64,64,64,x,")),
+], ids=["blank-cells", "blank-column-name"])
+def test_cli_writes_the_input_cells_as_they_were_read(text, header, rows, tmp_path):
     inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
-    inp.write_text("OPName,B,M,N,K,H,tag\nbmm,8,512,512,64,,a\nadd,2,,,,3,b\n")
+    inp.write_text(text)
     r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
     assert r.returncode == 0, r.stderr
     lines = out.read_text().splitlines()
-    assert lines[0] == "OPName,B,M,N,K,H,tag,pred_ms"
-    assert lines[1].startswith("bmm,8,512,512,64,,a,") and lines[2].startswith("add,2,,,,3,b,")
+    assert lines[0] == header and lines[1].startswith(rows[0]) and lines[2].startswith(rows[1])
 
 
 def test_cli_a_bad_cache_migration_is_one_line(tiny_config, tmp_path):
@@ -253,3 +259,93 @@ def test_cli_a_bad_cache_migration_is_one_line(tiny_config, tmp_path):
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.startswith("error: NEUSIGHT_MIGRATE_FROM=0123456789abcdef: no kernel table")
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+
+def test_cli_oracle_tiles_need_a_tile_in_the_name_or_the_launch_grid(tiny_config, tmp_path):
+    # 'foo' and a blank name carry no tile (lib.tiles); the launch-grid fallback then needs grid_x and grid_y
+    inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
+    header = "OPName,B,M,N,K,H,kernel_name,grid_x,grid_y\n"
+    for rows, message in (("bmm,1,64,64,64,,foo,,\n", "row 0: tiles='oracle' finds no GEMM tile in kernel_name 'foo', "
+                                                       "and the launch-grid fallback needs a positive number in "
+                                                       "column 'grid_x' (or 'Grid x')"),
+                          ("add,2,,,,3,,,\nbmm,1,64,64,64,,,4,\n", "row 1: tiles='oracle' finds no GEMM tile in "
+                                                                  "kernel_name (blank), and the launch-grid fallback "
+                                                                  "needs a positive number in column 'grid_y'")):
+        inp.write_text(header + rows)
+        r = cli("--device", L4, "--input", inp, "--output", out, "--tiles", "oracle", "--config", tiny_config)
+        assert r.returncode == 2 and r.stderr.startswith(f"error: {inp}: {message}"), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == "" and not out.exists()
+    # with its grid the same row is answered, and two grids are two tiles: tile_n = ceil(K / grid_x) = 64 or 16
+    inp.write_text(header + "bmm,1,64,64,64,,foo,1,1\nbmm,1,64,64,64,,foo,4,1\n")
+    r = cli("--device", L4, "--input", inp, "--output", out, "--tiles", "oracle", "--config", tiny_config)
+    assert r.returncode == 0, r.stderr
+    pred = pd.read_csv(out)["pred_ms"]
+    assert np.isfinite(pred).all() and pred[0] != pred[1]
+
+
+def test_cli_reads_its_input_from_a_pipe():
+    # a pipe can be read once: `cat k.csv | python -m lib.kernels --input /dev/stdin ...`
+    text = "OPName,B,M,N,K,H,tag\nbmm,8,512,512,64,,a\nadd,2,,,,3,b\n"
+    r = subprocess.run([sys.executable, "-m", "lib.kernels", "--device", str(L4), "--input", "/dev/stdin",
+                        "--output", "-", "--method", "roofline"], input=text, capture_output=True, text=True,
+                       cwd=paths.ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "OPName,B,M,N,K,H,tag,pred_ms" and len(lines) == 3
+    assert lines[1].startswith("bmm,8,512,512,64,,a,") and lines[2].startswith("add,2,,,,3,b,")
+
+
+def test_cli_reads_a_dataset_csv_as_it_is(tiny_config, tmp_path):
+    # the dataset's own column names (lib.data.RENAME): 'Kernel Name', 'Grid x', ... ; the second name has no tile,
+    # so its launch grid gives it: tile_n = ceil(K / Grid x), tile_m = ceil(M / Grid y)
+    inp, out = tmp_path / "bmm.csv", tmp_path / "p.csv"
+    inp.write_text("OPName,Latency,Device,Torch Version,CUDNN Version,Kernel Name,Warps per SM,Blocks per SM,Grid x,"
+                   "Grid y,Grid z,Block x,Block y,Block z,CUDA Version,Kernels,B,M,N,K\n"
+                   "bmm,0.11,Tesla T4,p2.1.0,8902,turing_sgemm_32x128_nn,8,2,4,1,384,256,1,1,cu121,,384,128,64,128\n"
+                   "bmm,0.05,Tesla T4,p2.1.0,8902,gemv2T_kernel,8,2,2,2,8,128,1,1,cu121,,8,128,64,128\n")
+    r = cli("--device", L4, "--input", inp, "--output", out, "--tiles", "oracle", "--config", tiny_config)
+    assert r.returncode == 0, r.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == inp.read_text().splitlines()[0] + ",pred_ms"
+    tidy = pd.DataFrame({"op": ["bmm", "bmm"], "B": [384, 8], "M": [128, 128], "N": [64, 64], "K": [128, 128],
+                         "kernel_name": ["turing_sgemm_32x128_nn", "gemv2T_kernel"], "grid_x": [4, 2],
+                         "grid_y": [1, 2]})
+    expected = predict_kernels(tidy, load_device(L4), tiles="oracle",
+                               cfg_by_class={c: TINY for c in ("BMM", "FC", "EW", "SOFTMAX", "LN")})
+    assert pd.read_csv(out)["pred_ms"].to_numpy() == pytest.approx(expected, rel=1e-9)
+    # one column under both names is one column too many
+    inp.write_text("OPName,B,M,N,K,kernel_name,Kernel Name\nbmm,1,64,64,64,a,b\n")
+    r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
+    assert r.returncode == 2 and "both 'kernel_name' and 'Kernel Name' columns" in r.stderr
+
+
+def test_cli_habitat_cap_is_an_overflow_not_a_forecast(tmp_path):
+    # habitat holds a far extrapolation at exp(MAX_LOG_MS) = 1e12 ms (lib.baselines): dims of 1e30 on L4, and a
+    # 64 x 4096^3 bmm on a GPU of 1 SM at 10 MHz, 1 GB/s and 1 GFLOP/s reach it; 64^3 on that GPU does not
+    lo = tmp_path / "lo.json"
+    lo.write_text(json.dumps({"Device": "NVIDIA Lo", "Dev_Mem": 0.1, "Mem_Bw": 1, "Num_Sm": 1, "Core_Per_SM": 1,
+                              "Freq": 10, "SingleFLOPs": 1, "L2Cache": 0.01}))
+    inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
+    for device, rows in ((L4, "bmm,1,64,64,64\nbmm,1,1" + "0" * 30 + ",1" + "0" * 30 + ",1" + "0" * 30 + "\n"),
+                         (lo, "bmm,1,64,64,64\nbmm,64,4096,4096,4096\n")):
+        inp.write_text("OPName,B,M,N,K\n" + rows)
+        r = cli("--device", device, "--input", inp, "--output", out, "--method", "habitat")
+        assert r.returncode == 2 and r.stderr.startswith(f"error: {inp}: row 1: the predicted latency overflows "
+                                                         f"(habitat's cap of 1e+12 ms)"), r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and not out.exists()
+    inp.write_text("OPName,B,M,N,K\nbmm,1,64,64,64\n")
+    r = cli("--device", lo, "--input", inp, "--output", out, "--method", "habitat")
+    assert r.returncode == 0 and 0 < pd.read_csv(out)["pred_ms"].iloc[0] < 1e12, r.stderr
+
+
+def test_cli_li_names_the_op_classes_without_training_split_measurements(tmp_path):
+    # H100 has measured kernels, but in test_ood only: Li et al. fits on split == 'train' rows
+    inp = tmp_path / "k.csv"
+    KERNELS.to_csv(inp, index=False)
+    r = cli("--device", paths.DEVICE_CONFIGS / "NVIDIA_H100_80GB_HBM3.json", "--input", inp, "--output", "-",
+            "--method", "li")
+    assert r.returncode == 0, r.stderr
+    assert ("note: Li et al. fits on measurements of the target itself, and NVIDIA H100 80GB HBM3 has no "
+            "training-split (split == 'train') measurements of op class BMM, EW, FC, LN, SOFTMAX; pred_ms is NaN "
+            "for 6 of 6 rows") in r.stderr
