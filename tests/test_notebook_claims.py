@@ -910,6 +910,29 @@ def test_05_backward_traffic():
                f"({ape.loc[v100, 'without_ape']:.1f}% -> {ape.loc[v100, 'with_ape']:.1f}%)")
 
 
+def test_05_layernorm_column_sums():
+    """05 cell ln-sums-read: training labels with and without the layernorm backward's column sums (e2e_backward_traffic)."""
+    t = table("e2e_backward_traffic")
+    up = 100 * (t["with_ms"] / t["without_sums_ms"] - 1)
+    moved = up > 0
+    assert set(t.loc[~moved, "model"]) == {"switchxl4"} and "switchxl4" not in set(t.loc[moved, "model"])
+    says(NB05, f"the column sums make the training forecasts of the models with layernorms "
+               f"{up[moved].min():.2f}-{up[moved].max():.2f}% slower")
+    mean = t[["without_sums_ape", "with_ape"]].mean()
+    ape = t.groupby("device")[["without_sums_ape", "with_ape"]].mean()
+    v100 = "Tesla V100-PCIE-32GB"
+    assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_sums_ape"]
+    for gpu in (A100_80, H100):
+        lab = t[t["device"] == gpu]
+        assert int((lab["with_ms"] < lab["e2e_ms"]).sum()) > len(lab) / 2      # most forecast too fast
+        assert ape.loc[gpu, "with_ape"] < ape.loc[gpu, "without_sums_ape"]
+    says(NB05, f"The mean APE over all {len(t)} training labels goes from {mean['without_sums_ape']:.2f}% to "
+               f"{mean['with_ape']:.2f}%: A100-80GB {ape.loc[A100_80, 'without_sums_ape']:.2f}% -> "
+               f"{ape.loc[A100_80, 'with_ape']:.2f}% and H100 {ape.loc[H100, 'without_sums_ape']:.2f}% -> "
+               f"{ape.loc[H100, 'with_ape']:.2f}%, most of their labels forecast too fast, while V100's get worse, "
+               f"{ape.loc[v100, 'without_sums_ape']:.2f}% -> {ape.loc[v100, 'with_ape']:.2f}%")
+
+
 def test_04_softmax_even_split():
     """04 cell even-3: softmax rows that split evenly over their kernel's lanes (04-softmax-even-split)."""
     from lib.analysis import softmax_rows_split_evenly
