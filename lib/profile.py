@@ -146,13 +146,34 @@ def sample_shapes(op: str, dims_arg: str, sample: int | None = None, seed: int =
     return shapes
 
 
+# A GPU idles at a low clock (an H200 at 345 MHz) and needs a moment of load to reach its boost clock, longer than
+# the warm-up calls of one small kernel, so the first shapes timed would run slow without a sign. Before anything is
+# timed, fp32 GEMMs of 4096 x 4096 keep it busy for WARM_UP_S seconds of wall clock (a few ms each on a current GPU).
+WARM_UP_S = 1.0
+WARM_UP_N = 4096
+
+
+def warm_up_clocks(torch, seconds: float = WARM_UP_S, clock=time.monotonic) -> int:
+    """Keep GPU 0 busy with fp32 GEMMs for `seconds`, so its clocks are up before timing; the GEMMs run (notebook 01)."""
+    a = torch.randn(WARM_UP_N, WARM_UP_N, device="cuda")
+    runs, end = 0, clock() + seconds
+    while clock() < end:
+        for _ in range(8):
+            a @ a
+        torch.cuda.synchronize()
+        runs += 8
+    return runs
+
+
 # A kernel fails alone: an error in one (op, shape) is reported and skipped. The CSV is rewritten after every
 # profiled batch, and an error the loop cannot survive (or Ctrl-C) first writes every latency timed so far, so
 # only a killed process loses anything: the batch in flight.
 def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repeat: int = 30,
             sample: int | None = None, seed: int = 0, device_json: Path | None = None,
-            chunk: int = 100, max_seconds: float | None = None, overwrite: bool = False) -> Path:
-    """Measure every (op, shape) on GPU 0 and write one dataset-schema CSV (notebook 01)."""
+            chunk: int = 100, max_seconds: float | None = None, overwrite: bool = False,
+            warm_up_s: float = 0.0) -> Path:
+    """Measure every (op, shape) on GPU 0 and write one dataset-schema CSV, after warm_up_s seconds of
+    warm_up_clocks (notebook 01)."""
     refuse_existing(output, overwrite)
     torch = require_cuda()
     from tqdm import tqdm
@@ -167,6 +188,8 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
     num_sm = torch.cuda.get_device_properties(0).multi_processor_count
     fixed = {"Device": name, **versions(torch)}
     work = [(op, s) for op in ops for s in sample_shapes(op, dims_arg, sample, seed)]
+    if warm_up_s > 0:
+        warm_up_clocks(torch, warm_up_s)
     rows, batch, calls, held, start = [], [], [], 0, time.monotonic()
     budget_bytes = 0.3 * torch.cuda.mem_get_info()[0]  # inputs kept alive until their batch is profiled
 
@@ -261,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.repeat < 1 or a.warmup < 0:
             raise ProfileError("--repeat must be >= 1 and --warmup >= 0")
         collect(ops, a.dims, a.output, a.warmup, a.repeat, a.sample, a.seed, a.device_json,
-                max_seconds=a.max_seconds, overwrite=a.overwrite)
+                max_seconds=a.max_seconds, overwrite=a.overwrite, warm_up_s=WARM_UP_S)
     except ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

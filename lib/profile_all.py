@@ -108,7 +108,8 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     and the run goes on (a GPU lent for minutes is not lent twice), unless it left the GPU unusable.
     `after_each()` runs after every op and setting (the command packs its archive there).
     """
-    from .profile import collect, error_line, require_cuda, run_folder, sample_shapes, write_device_json
+    from .profile import (WARM_UP_S, collect, error_line, require_cuda, run_folder, sample_shapes, warm_up_clocks,
+                          write_device_json)
     from .profile_model import label_settings, measure
     torch = require_cuda()
     start = clock()
@@ -140,6 +141,7 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
 
     if params["profile_overwrite"] or not (run_dir / "device.json").exists():
         write_device_json(torch, run_dir / "device.json")
+    warm_up_clocks(torch, WARM_UP_S)     # the first op's first shapes at the boost clock, not the idle one
     ops = params["profile_ops"]
     for i, op in enumerate(ops):
         out_csv = run_dir / f"{op}.csv"

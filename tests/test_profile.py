@@ -218,3 +218,26 @@ def test_collect_skips_shapes_larger_than_usable_memory(fake_gpu, tmp_path, monk
     rows = _rows(P.collect(["bmm"], str(dims), tmp_path / "bmm.csv"))
     assert [int(r["B"]) for r in rows] == [1]          # 768 <= 0.8 x 1400 = 1120 < 1536
     assert "skip bmm (2, 8, 8, 8): needs 0.0 GB, 0.0 GB usable" in capsys.readouterr().err
+
+
+def test_warm_up_keeps_the_gpu_busy_for_its_seconds():
+    # fp32 GEMMs in rounds of 8, each round synchronized, until the (fake) clock has passed `seconds`
+    import torch
+    now, synced = [0.0], []
+
+    def clock():
+        now[0] += 0.4
+        return now[0]
+    fake = types.SimpleNamespace(randn=lambda *shape, device: torch.ones(4, 4),
+                                 cuda=types.SimpleNamespace(synchronize=lambda: synced.append(now[0])))
+    assert P.warm_up_clocks(fake, seconds=1.0, clock=clock) == 16    # end at 1.4: rounds at 0.8 and 1.2
+    assert len(synced) == 2
+
+
+def test_collect_warms_up_before_timing(fake_gpu, tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(P, "warm_up_clocks", lambda torch, seconds: calls.append(seconds))
+    P.collect(["bmm"], str(fake_gpu[1]), tmp_path / "w.csv", warmup=1, repeat=1, warm_up_s=1.0)
+    assert calls == [1.0]
+    P.collect(["bmm"], str(fake_gpu[1]), tmp_path / "none.csv", warmup=1, repeat=1)   # default: none
+    assert calls == [1.0]

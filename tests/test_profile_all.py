@@ -104,6 +104,7 @@ class FakeRun:
                 raise PM.ProfileError("out of GPU memory")
             return {"model": config.stem, "mode": mode, "batch": batch, "seq": seq}
         monkeypatch.setattr(P, "write_device_json", write_device_json)
+        monkeypatch.setattr(P, "warm_up_clocks", lambda torch, seconds: self.calls.append(("warm-up", seconds)))
         monkeypatch.setattr(P, "collect", collect)
         monkeypatch.setattr(PM, "measure", measure)
         self.params = {"profile_ops": ["bmm", "linear", "add"], "profile_dims": "test",
@@ -130,12 +131,13 @@ class FakeRun:
 def test_without_a_budget_every_op_gets_its_cap_and_every_setting_runs(monkeypatch, tmp_path):
     run, packed = FakeRun(monkeypatch, tmp_path), []
     out = PA.profile_all(run.params, clock=run.clock, after_each=lambda: packed.append(len(run.calls)))
-    assert run.calls[0] == ("device.json",)
+    # device.json, then one warm-up of the GPU's clocks before anything is timed (lib.profile.warm_up_clocks)
+    assert run.calls[:3] == [("device.json",), ("warm-up", P.WARM_UP_S), ("collect", "bmm", 500)]
     assert run.ran("collect") == [("bmm", 500), ("linear", 500), ("add", 500)]
     assert [c[:2] for c in run.ran("measure")] == [("a", "inference"), ("b", "inference"), ("a", "training")]
     assert len(out["kernel_csvs"]) == 3 and len(out["labels"]) == 3
     assert out["kept"] == out["partial"] == out["skipped"] == out["failed"] == []
-    assert packed == [2, 3, 4, 5, 6, 7]             # after every op and every setting
+    assert packed == [3, 4, 5, 6, 7, 8]             # after every op and every setting
     run = FakeRun(monkeypatch, tmp_path / "zero")   # a cap of 0 is no cap, as collect() always read it
     PA.profile_all(run.params | {"profile_max_seconds": 0}, clock=run.clock)
     assert run.ran("collect") == [("bmm", None), ("linear", None), ("add", None)]
