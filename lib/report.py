@@ -45,7 +45,9 @@ LABEL_KEYS = ["gpu", "model", "mode", "batch", "seq", "option"]   # one label of
 def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd.DataFrame:
     """Mean NeuSight APE (%) per kind, device ('ALL': every label of the kind) and seed of lib.forecast.seed_label_ape's
     table, the least and largest over the seeds, the mean APE of the seeds' mean forecast, and the paper's mean on the
-    same labels where `paper` (indexed by kind and device) has it (notebook 05)."""
+    labels its tables have where `paper` (indexed by kind and device) has it; where per_seed flags those labels
+    (bool column `paper_label`), also our least and largest over the seeds on them alone, the range to set beside
+    the paper's (notebook 05)."""
     def mean_by(df, col, keys=()):      # mean of col per kind (device 'ALL') and per kind and device, [x keys]
         everyone = df.groupby(["kind", *keys], sort=False)[col].mean().to_frame().assign(device="ALL")
         return pd.concat([everyone.set_index("device", append=True).reorder_levels(["kind", "device", *keys]),
@@ -53,6 +55,10 @@ def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd
     out = mean_by(per_seed, "neusight_ape", ["seed"]).unstack("seed")
     out.columns = [f"seed{s}_pct" for s in out.columns]
     out["min_pct"], out["max_pct"] = out.min(axis=1), out.max(axis=1)
+    if "paper_label" in per_seed:
+        on_paper = mean_by(per_seed[per_seed["paper_label"].astype(bool)], "neusight_ape", ["seed"]).unstack("seed")
+        on_paper = on_paper.reindex(out.index)
+        out["paper_labels_min_pct"], out["paper_labels_max_pct"] = on_paper.min(axis=1), on_paper.max(axis=1)
     # mean_forecast_pct: each label's forecast averaged over the seeds, then the mean APE,
     #   mean over labels of 100 |mean_s pred_s - measured| / measured
     one = per_seed.groupby([*LABEL_KEYS, "kind", "device"], sort=False).agg(pred=("neusight_ms", "mean"),
@@ -148,16 +154,17 @@ def _seeds_column(seeds: pd.DataFrame) -> str:
     return f"ours over {sum(c.startswith('seed') for c in seeds.columns)} seeds"
 
 
-def _seed_ranges(seeds: pd.DataFrame, keys) -> list:
-    """'lo to hi' of an e2e_seed_spread table's rows at (kind, device) keys ('n/a' where it has none)."""
+def _seed_ranges(seeds: pd.DataFrame, keys, prefix: str = "") -> list:
+    """'lo to hi' of an e2e_seed_spread table's rows at (kind, device) keys ('n/a' where it has none); prefix
+    'paper_labels_': the range on the labels the paper's tables have."""
     r = seeds.set_index(["kind", "device"]).reindex(keys)
-    return [interval(lo, hi) for lo, hi in zip(r["min_pct"], r["max_pct"])]
+    return [interval(lo, hi) for lo, hi in zip(r[f"{prefix}min_pct"], r[f"{prefix}max_pct"])]
 
 
 def e2e_per_gpu(inference: pd.DataFrame, training: pd.DataFrame, seeds: pd.DataFrame | None = None) -> pd.DataFrame:
     """Mean APE (%) per GPU and mode: ours on every label and on the labels the paper's tables have, the paper's
     NeuSight, and whether ours is below it on the same labels; with `seeds` (notebook 05's e2e_seed_spread table)
-    our range over the training seeds."""
+    our range over the training seeds on those same labels."""
     parts = []
     for mode, t in (("inference", inference), ("training", training)):
         h = e2e_headline(t).drop(index="ALL")[["neusight_ape", "paper_neusight"]]
@@ -170,7 +177,8 @@ def e2e_per_gpu(inference: pd.DataFrame, training: pd.DataFrame, seeds: pd.DataF
             for mode, t in (("inference", inference), ("training", training)) for d in t["device"].unique()}
     out["ours - paper, 95% CI"] = [interval(*bootstrap_mean_ci(diff[i])) for i in out.index]
     if seeds is not None:
-        out[_seeds_column(seeds)] = _seed_ranges(seeds, [(mode, device) for device, mode in out.index])
+        out[_seeds_column(seeds) + ", the paper's labels"] = _seed_ranges(
+            seeds, [(mode, device) for device, mode in out.index], "paper_labels_")
     return out
 
 

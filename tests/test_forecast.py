@@ -295,9 +295,14 @@ def test_e2e_seed_table_by_hand():
                              "mode": ["training", "training", "inference", "training"] * 2, "batch": [1, 2, 1, 1] * 2,
                              "seq": 8, "option": "", "e2e_ms": 100.0,
                              "neusight_ms": [102.0, 104.0, 109.0, 110.0, 106.0, 92.0, 99.0, 100.0],
-                             "neusight_ape": [2.0, 4.0, 9.0, 10.0, 6.0, 8.0, 1.0, 0.0]})
+                             "neusight_ape": [2.0, 4.0, 9.0, 10.0, 6.0, 8.0, 1.0, 0.0],
+                             "paper_label": [True, False, False, True] * 2})   # the paper's tables: G1 batch 1, G3
     paper = pd.Series({("training", "ALL"): 5.0})
     t = e2e_seed_table(per_seed, paper).set_index(["kind", "device"])
+    # on the paper's labels: G1 gives 2 (seed 0) and 6 (seed 1); training ALL (2 + 10) / 2 = 6 and (6 + 0) / 2 = 3
+    assert t.loc[("training", "G1"), ["paper_labels_min_pct", "paper_labels_max_pct"]].tolist() == [2.0, 6.0]
+    assert t.loc[("training", "ALL"), ["paper_labels_min_pct", "paper_labels_max_pct"]].tolist() == [3.0, 6.0]
+    assert np.isnan(t.loc[("inference", "G2"), "paper_labels_min_pct"])
     assert list(t.index) == [("inference", "ALL"), ("inference", "G2"), ("training", "ALL"), ("training", "G1"),
                              ("training", "G3")]
     assert t.loc[("training", "G1"), ["seed0_pct", "seed1_pct", "min_pct", "max_pct"]].tolist() == [3.0, 7.0, 3.0, 7.0]
