@@ -794,19 +794,28 @@ def test_05_seed_spread():
     first, second = (("H100", h100), ("T4", t4)) if most[0] == H100 else (("T4", t4), ("H100", h100))
     says(NB05, f"The seed moves {first[0]}'s and {second[0]}'s inference labels most ({first[0]} {first[1]['range']}%, "
                f"{second[0]} {second[1]['range']}%)")
-    # the GPUs above the paper's averages with the committed seed
-    above = {(k, d) for (k, d), v in r.items() if d != "ALL" and v["first"] > v["paper_pct"]}
+    # beside the paper's per-GPU averages: our range over the seeds on the labels its tables have (paper_labels_*),
+    # and the committed seed's mean on those labels
+    on_paper = lambda v: f"{v['paper_labels_min_pct']:.1f}-{v['paper_labels_max_pct']:.1f}"
+    ours_same = {}
+    for kind, name in (("inference", "e2e_inference"), ("training", "e2e_training")):
+        t = table(name)
+        t = t[t["paper_neusight"].notna()]
+        ours_same.update({(kind, d): m for d, m in t.groupby("device")["neusight_ape"].mean().items()})
+    above = {k for k, m in ours_same.items() if m > r[k]["paper_pct"]}
     a40, h100_train, a80 = (r[k] for k in (("inference", A100_40), ("training", H100), ("training", A100_80)))
-    assert above == {("inference", H100), ("training", A100_80), ("inference", A100_40)}
-    says(NB05, "Of the GPUs above the paper's averages with the committed seed (H100 and A100-PCIE-40GB inference,\n"
+    assert above == {("inference", H100), ("training", A100_80)}
+    says(NB05, "Of the GPUs above the paper's averages on its labels with the committed seed (H100 inference and\n"
                "A100-80GB training)")
-    assert h100["min_pct"] > h100["paper_pct"] and a80["min_pct"] > a80["paper_pct"]
-    says(NB05, f"H100 inference stays above on every seed ({h100['range']}% against {h100['paper_pct']:.1f}), and so does "
-               f"A100-80GB training ({a80['range']}% against {a80['paper_pct']:.1f})")
-    assert all(v["min_pct"] < v["paper_pct"] < v["max_pct"] for v in (a40, h100_train))
-    says(NB05, f"A100-PCIE-40GB inference ({a40['range']}% against {a40['paper_pct']:.1f}) and H100 training "
-               f"({h100_train['range']}% against {h100_train['paper_pct']:.1f}) fall on either side of the paper's number "
-               "with the seed")
+    assert h100["paper_labels_min_pct"] > h100["paper_pct"] and a80["paper_labels_min_pct"] > a80["paper_pct"]
+    says(NB05, f"H100 inference stays above on every seed ({on_paper(h100)}% against {h100['paper_pct']:.1f}), and so "
+               f"does A100-80GB training ({on_paper(a80)}% against {a80['paper_pct']:.1f})")
+    assert h100_train["paper_labels_min_pct"] < h100_train["paper_pct"] < h100_train["paper_labels_max_pct"]
+    assert a40["paper_labels_max_pct"] < a40["paper_pct"] and a40["min_pct"] < a40["paper_pct"] < a40["max_pct"]
+    says(NB05, f"H100 training ({on_paper(h100_train)}% against {h100_train['paper_pct']:.1f}) falls on either side of the "
+               f"paper's number with the seed. A100-PCIE-40GB inference, whose range over all its labels ({a40['range']}%) "
+               f"straddles it, is below it on every seed on the labels the paper's tables have ({on_paper(a40)}% against "
+               f"{a40['paper_pct']:.1f}): its two 2,048-token SwitchTransformer labels have no paper cell")
     p100 = r[("inference", "Tesla P100-PCIE-16GB")]
     assert p100["max_pct"] < p100["paper_pct"]
     says(NB05, f"P100 inference is below the paper's {p100['paper_pct']:.2f} on every seed ({p100['range']}%)")
