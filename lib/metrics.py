@@ -22,19 +22,30 @@ _CHUNK = 100                 # resamples drawn at once (bounds memory: chunk x r
 
 
 def bootstrap_mean_ci(values, n_boot: int = BOOTSTRAP_RESAMPLES, level: float = CI_LEVEL,
-                      seed: int = 0) -> tuple[float, float]:
-    """Percentile-bootstrap interval of the mean of `values`, rows resampled i.i.d. (notebook 04).
+                      seed: int = 0, groups=None) -> tuple[float, float]:
+    """Percentile-bootstrap interval of the mean of `values`, rows resampled i.i.d. (notebook 04); with `groups`
+    (one label per value), whole groups resampled instead: rows of a group that share their errors (the labels of
+    one model on one GPU) count as one draw.
 
     A paired comparison (ours - paper on the same labels) passes the per-label differences.
     """
     # means_b = mean(values[idx_b]), idx_b ~ n draws with replacement;  CI = quantiles (1 -+ level) / 2
+    # groups: means_b = sum_g in idx_b sum(values of g) / sum_g in idx_b count(g), idx_b ~ G draws of the G groups
     v = np.asarray(values, dtype=float)
-    v = v[~np.isnan(v)]                  # NaN: no forecast (e.g. Li et al. on an unmeasured GPU)
+    keep = ~np.isnan(v)                  # NaN: no forecast (e.g. Li et al. on an unmeasured GPU)
+    v = v[keep]
     if len(v) == 0 or np.isinf(v).any():   # an infinite error (an overflowed forecast): the mean has no interval
         return (np.nan, np.nan)
     rng = np.random.default_rng(seed)
-    means = np.concatenate([v[rng.integers(0, len(v), size=(min(_CHUNK, n_boot - i), len(v)))].mean(axis=1)
-                            for i in range(0, n_boot, _CHUNK)])
+    if groups is None:
+        means = np.concatenate([v[rng.integers(0, len(v), size=(min(_CHUNK, n_boot - i), len(v)))].mean(axis=1)
+                                for i in range(0, n_boot, _CHUNK)])
+    else:
+        by = pd.Series(v).groupby(np.asarray(pd.Series(list(groups)).astype(str))[keep])
+        sums, counts = by.sum().to_numpy(), by.size().to_numpy(float)
+        draws = lambda k: rng.integers(0, len(sums), size=(k, len(sums)))
+        means = np.concatenate([sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+                                for idx in (draws(min(_CHUNK, n_boot - i)) for i in range(0, n_boot, _CHUNK))])
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 

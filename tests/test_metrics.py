@@ -20,6 +20,23 @@ def test_bootstrap_two_points_by_hand():
     assert np.isnan(metrics.bootstrap_mean_ci([1.0, np.inf])).all()     # an infinite mean has no interval
 
 
+def test_bootstrap_by_groups_by_hand():
+    # two groups, {0, 0} and {10}: a draw of two groups gives mean 0 (a, a), 10 (b, b) or 10/3 (a, b: (0+0+10)/3),
+    # with probabilities 1/4, 1/4, 1/2 -> 95% interval (0, 10); every row alike within a group: one draw each
+    assert metrics.bootstrap_mean_ci([0.0, 0.0, 10.0], groups=["a", "a", "b"]) == (0.0, 10.0)
+    lo, hi = metrics.bootstrap_mean_ci([0.0, 0.0, 10.0], groups=["a", "a", "b"], level=0.4)
+    assert lo == hi == pytest.approx(10 / 3)
+    # NaN rows leave their group; one group: its mean every time
+    assert metrics.bootstrap_mean_ci([np.nan, 4.0, 6.0], groups=["a", "b", "b"]) == (5.0, 5.0)
+    # rows that share their errors: resampling the groups gives a wider interval than resampling the rows
+    rng = np.random.default_rng(1)
+    shared = np.repeat(rng.normal(0, 1, 30), 5) + rng.normal(0, 0.1, 150)
+    groups = np.repeat(np.arange(30), 5)
+    lo_rows, hi_rows = metrics.bootstrap_mean_ci(shared)
+    lo_groups, hi_groups = metrics.bootstrap_mean_ci(shared, groups=groups)
+    assert hi_groups - lo_groups > 1.5 * (hi_rows - lo_rows)
+
+
 def test_bootstrap_matches_normal_approximation():
     x = np.random.default_rng(3).exponential(10.0, size=4000)
     lo, hi = metrics.bootstrap_mean_ci(x)
