@@ -154,7 +154,7 @@ WARM_UP_N = 4096
 
 
 def warm_up_clocks(torch, seconds: float = WARM_UP_S, clock=time.monotonic) -> int:
-    """Keep GPU 0 busy with fp32 GEMMs for `seconds`, so its clocks are up before timing; the GEMMs run (notebook 01)."""
+    """Keep GPU 0 busy with fp32 GEMMs for `seconds`, so its clocks are up before timing; returns how many ran (notebook 01)."""
     a = torch.randn(WARM_UP_N, WARM_UP_N, device="cuda")
     runs, end = 0, clock() + seconds
     while clock() < end:
