@@ -43,9 +43,8 @@ def bootstrap_mean_ci(values, n_boot: int = BOOTSTRAP_RESAMPLES, level: float = 
     else:
         by = pd.Series(v).groupby(np.asarray(pd.Series(list(groups)).astype(str))[keep])
         sums, counts = by.sum().to_numpy(), by.size().to_numpy(float)
-        draws = lambda k: rng.integers(0, len(sums), size=(k, len(sums)))
-        means = np.concatenate([sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
-                                for idx in (draws(min(_CHUNK, n_boot - i)) for i in range(0, n_boot, _CHUNK))])
+        chunks = (rng.integers(0, len(sums), size=(min(_CHUNK, n_boot - i), len(sums))) for i in range(0, n_boot, _CHUNK))
+        means = np.concatenate([sums[idx].sum(axis=1) / counts[idx].sum(axis=1) for idx in chunks])
     lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
