@@ -42,6 +42,15 @@ E2E_KINDS = ("inference", "training", "fused inference")
 LABEL_KEYS = ["gpu", "model", "mode", "batch", "seq", "option"]   # one label of lib.labels.load_labels
 
 
+def on_paper_labels(per_seed: pd.DataFrame, tables: dict) -> np.ndarray:
+    """Per row of a seed_label_ape table: does the paper's table of its kind ({kind: notebook 05's e2e_inference or
+    e2e_training table}) have a cell (paper_neusight) for its label? (notebook 05)"""
+    keys = ["kind", "gpu", "model", "batch", "seq"]
+    cells = pd.concat([t.loc[t["paper_neusight"].notna(), keys[1:]].assign(kind=kind) for kind, t in tables.items()])
+    cells = set(cells[keys].astype({"model": str}).itertuples(index=False, name=None))
+    return np.array([key in cells for key in per_seed[keys].astype({"model": str}).itertuples(index=False, name=None)])
+
+
 def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd.DataFrame:
     """Mean NeuSight APE (%) per kind, device ('ALL': every label of the kind) and seed of lib.forecast.seed_label_ape's
     table, the least and largest over the seeds, the mean APE of the seeds' mean forecast, and the paper's mean on the

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .graph_ops import COLUMN_SUMS
 from .ops import FP32_BYTES
 from .roofline import flops_and_bytes
 
@@ -51,3 +52,11 @@ def without_backward_traffic_ms(table: pd.DataFrame) -> float:
     forward kernels of their shape, without their extra tensor: the forecast before this module (notebook 05)."""
     factor = traffic_scale(table, backward=False) / traffic_scale(table)
     return float((table["total_ms"].to_numpy(float) * factor).sum())
+
+
+
+def column_sums_ms(table: pd.DataFrame) -> float:
+    """A predicted kernel table's ms in the layernorm backward's column-sum kernels (lib.graph_ops.kernel_rows; 0.0
+    without any): what a forecast adds for them (notebook 05)."""
+    sums = table["aten"].astype(str).str.endswith(COLUMN_SUMS).to_numpy()
+    return float(table["total_ms"].to_numpy(float)[sums].sum())

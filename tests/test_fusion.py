@@ -75,3 +75,12 @@ def test_backward_softmax_and_layernorm_read_one_tensor_more():
     # priced as forward kernels: 2 ms of backward softmax at 1.5x was 2 / 1.5 ms; the rest is unchanged
     table = rows.iloc[[0, 3]].assign(total_ms=[1.0, 2.0])
     assert without_backward_traffic_ms(table) == pytest.approx(1.0 + 2.0 / 1.5)
+
+
+def test_column_sums_ms_counts_only_the_layernorm_backward_second_kernel():
+    from lib.traffic import column_sums_ms
+    table = pd.DataFrame({"aten": ["aten.native_layer_norm_backward.default",
+                                   "aten.native_layer_norm_backward.default[dgamma,dbeta]", "aten.clone.default"],
+                          "total_ms": [2.0, 0.5, 1.0]})
+    assert column_sums_ms(table) == 0.5
+    assert column_sums_ms(table.iloc[[0, 2]]) == 0.0

@@ -1,4 +1,5 @@
 """lib.report: the README's result block, from hand-made tables and from the committed figures/tables."""
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -128,3 +129,14 @@ def test_ood_gpus_note_by_hand():
                            "op_class": ["BMM", "BMM", "FC", "EW", "EW", "LN"]})
     note = report.ood_gpus_note(per_op)
     assert note.startswith("OOD kernels: BMM on X and Y; FC, LN on X. ")
+
+
+def test_on_paper_labels_flags_the_labels_with_a_paper_cell():
+    # the paper's inference table has a cell for (g1, m, 1, 8) only, training's for (g1, m, 2, 8): kinds kept apart
+    inf = pd.DataFrame({"gpu": ["g1", "g1"], "model": pd.Categorical(["m", "m"]), "batch": [1, 2], "seq": [8, 8],
+                        "paper_neusight": [3.0, np.nan]})
+    train = inf.assign(paper_neusight=[np.nan, 4.0])
+    per_seed = pd.DataFrame({"kind": ["inference", "inference", "training", "training", "fused inference"],
+                             "gpu": "g1", "model": "m", "batch": [1, 2, 1, 2, 1], "seq": 8})
+    flags = report.on_paper_labels(per_seed, {"inference": inf, "training": train})
+    assert flags.tolist() == [True, False, False, True, False]
