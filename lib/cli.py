@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 class Parser(argparse.ArgumentParser):
@@ -9,3 +10,12 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def file_path(arg: str) -> str:
+    """argparse type of a JSON input that is read more than once: a pipe (`<(cat x.json)`) is refused by name."""
+    # A missing path or a folder passes: the loaders name those. A pipe would be found empty at its second read.
+    path = Path(arg)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{arg} is not a regular file (a pipe or device); give the JSON file's path")
+    return arg

@@ -118,8 +118,9 @@ def load_device(path: Path | str) -> Device:
     path = Path(path)
     if path.is_dir():
         raise DeviceError(f"{path}: is a folder; give the device JSON file")
-    # A pipe (--device <(cat x.json)) is not a regular file and gets this message too. Left so: this module's code
-    # enters the dataset fingerprint (lib.data.FINGERPRINT_CODE), and any change to it retrains every predictor.
+    # A pipe (<(cat x.json)) is not a regular file and gets this message too; the CLIs refuse one first, by name
+    # (lib.cli.file_path). Left so here: this module's code enters the dataset fingerprint
+    # (lib.data.FINGERPRINT_CODE), and any change to it retrains every predictor.
     if not path.is_file():
         raise DeviceError(f"{path}: device file not found")
     try:

@@ -30,7 +30,7 @@ import pandas as pd
 
 from . import paths, reference_weights
 from .caveats import extrapolation_note, memory_note
-from .cli import Parser
+from .cli import Parser, file_path
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise
 from .graph import GraphError, capture, parameter_count
@@ -282,10 +282,10 @@ def _why_not_forecast(table: pd.DataFrame, result: dict, device: Device, method:
 
 def main(argv=None) -> int:
     p = Parser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True,
+    p.add_argument("--model", required=True, type=file_path,
                    help="Hugging Face config.json of a BERT, GPT-2, OPT, SwitchTransformer or Llama-family model "
                         "(e.g. DLmodel_configs/gpt3_27.json, data/models/llama3_8b.json)")
-    p.add_argument("--device", required=True, help="device spec JSON (dataset format)")
+    p.add_argument("--device", required=True, type=file_path, help="device spec JSON (dataset format)")
     p.add_argument("--batch", type=int, required=True, help="sequences per step")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence (<= the model's maximum)")
     p.add_argument("--mode", choices=("inference", "training"), required=True,

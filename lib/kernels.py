@@ -31,7 +31,7 @@ import pandas as pd
 
 from . import paths
 from .caveats import extrapolation_note
-from .cli import Parser
+from .cli import Parser, file_path
 from .data import OP_CLASS, RENAME, DataError
 from .devices import Device, DeviceError, device_by_name, load_device
 from .envelope import cap
@@ -305,7 +305,7 @@ def _check_habitat_cap(pred: np.ndarray, kernels: pd.DataFrame, input_path: str,
 
 def main(argv=None) -> int:
     ap = Parser(prog="python -m lib.kernels", description=__doc__.splitlines()[0])
-    ap.add_argument("--device", required=True, help="device JSON (dataset format)")
+    ap.add_argument("--device", required=True, type=file_path, help="device JSON (dataset format)")
     ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K or B,H")
     ap.add_argument("--output", required=True, help="where to write the input + pred_ms ('-': standard output)")
     ap.add_argument("--method", default="neusight", choices=METHODS,

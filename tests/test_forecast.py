@@ -81,7 +81,8 @@ def test_write_atomic_leaves_old_file_when_writing_fails(tmp_path):
 
 
 @pytest.mark.parametrize("bad, msg", [
-    ("arch", "unknown architecture"), ("seq", "longer than"), ("device", "device file not found")])
+    ("arch", "unknown architecture"), ("seq", "longer than"), ("device", "device file not found"),
+    ("model_pipe", "argument --model: "), ("device_pipe", "argument --device: ")])
 def test_cli_errors_exit_nonzero_with_one_line(tmp_path, bad, msg):
     model, dev, seq = GPT2, L4, 1024
     if bad == "arch":
@@ -89,8 +90,13 @@ def test_cli_errors_exit_nonzero_with_one_line(tmp_path, bad, msg):
         model.write_text(json.dumps({"model_type": "mamba", "architectures": ["MambaForCausalLM"]}))
     elif bad == "seq":
         seq = 4096  # gpt2 has 1024 positions
-    else:
+    elif bad == "device":
         dev = tmp_path / "nope.json"
+    else:   # a pipe (`<(cat x.json)`) would read empty the second time; the CLI never opens this one
+        fifo = tmp_path / "fifo.json"
+        os.mkfifo(fifo)
+        model, dev = (fifo, dev) if bad == "model_pipe" else (model, fifo)
+        msg += f"{fifo} is not a regular file"
     r = cli("--model", model, "--device", dev, "--batch", 1, "--seq", seq, "--mode", "inference",
             "--method", "roofline")
     assert r.returncode != 0 and r.stdout == ""

@@ -163,7 +163,9 @@ def test_cli_bad_device(tmp_path):
     inp, dev = tmp_path / "k.csv", tmp_path / "dev.json"
     KERNELS.to_csv(inp, index=False)
     dev.write_text(json.dumps({"Device": "X", "Dev_Mem": 1}))
-    for device, message in ((dev, "missing field"), (tmp_path / "nope.json", "not found")):
+    os.mkfifo(fifo := tmp_path / "fifo.json")   # never opened: refused by its file type
+    for device, message in ((dev, "missing field"), (tmp_path / "nope.json", "not found"),
+                            (fifo, f"argument --device: {fifo} is not a regular file")):
         r = cli("--device", device, "--input", inp, "--output", tmp_path / "p.csv")
         assert r.returncode != 0 and message in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
