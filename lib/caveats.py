@@ -1,7 +1,9 @@
 """What a forecast cannot vouch for: a spec outside the training GPUs' range, a device file that is not one NVIDIA GPU,
-a model too large for the GPU's memory. The CLIs print these as warnings on stderr (notebook 05)."""
+a spec field that looks like other units or a training GPU's name with another spec, a model too large for the GPU's
+memory. The CLIs print these as warnings on stderr (notebook 05)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 
@@ -53,3 +55,63 @@ def memory_note(parameters: int, mode: str, device) -> str | None:
     what = "weights and gradients" if mode == "training" else "weights"
     return (f"the model's fp32 {what} alone ({parameters / 1e9:.2f} B parameters) need {need_gb:.1f} GB, more than "
             f"{device.name}'s {device.mem_gb:g} GB: this run could not happen as forecast")
+
+
+# A spec field off by an order of magnitude from every known GPU of its vendor is most likely in other units
+# (TFLOP/s for GFLOP/s, TB/s for GB/s, KB for MB, GHz for MHz). An NVIDIA GPU's fp32 peak is its FMA rate:
+#     SingleFLOPs [GFLOP/s] = 2 * Num_Sm * Core_Per_SM * Freq [MHz] / 1000
+# which every NVIDIA file of the dataset and of data/devices/ meets within 4% (P100's file: 0.96).
+SPEC_FIELDS = {"Dev_Mem": "mem_gb", "Mem_Bw": "mem_bw_gbps", "Num_Sm": "num_sm", "Core_Per_SM": "cores_per_sm",
+               "Freq": "freq_mhz", "L2Cache": "l2_mb", "SingleFLOPs": "peak_gflops"}
+UNITS_FACTOR = 10.0       # "far outside": beyond the known GPUs' range by more than this factor
+FMA_PEAK_TOLERANCE = 1.5  # SingleFLOPs within this factor of the FMA rate (a base clock given for the boost: ~1.6)
+MEGA_PER_GIGA = 1000
+
+
+def _name_key(name: str) -> str:
+    """A GPU name in lower case with every run of other characters than letters and digits one space."""
+    return " ".join(re.split(r"[^a-z0-9]+", name.casefold())).strip()
+
+
+def spec_notes(device) -> list[str]:
+    """Lines on a device file's spec that a forecast cannot check: a training GPU's name with another spec or in
+    other spelling, a name that names no vendor, a field in other units, an fp32 peak off the FMA rate (notebook 05)."""
+    from .devices import TRAIN_GPUS_NVIDIA, VENDOR_WORDS, all_devices
+    if device.vendor != "nvidia" or Path(device.path).stem.endswith("_TP"):
+        return []   # extrapolation_note has said these are unvalidated
+    known = all_devices()
+    notes = []
+    if device.name in TRAIN_GPUS_NVIDIA:
+        ref = known[device.name]
+        changed = [k for k, f in SPEC_FIELDS.items() if getattr(device, f) != getattr(ref, f)]
+        if changed:
+            notes.append(f"{device.name} is a training GPU's name, so its forecasts use the model that learned that "
+                         f"GPU's own efficiency, but {device.path} gives it another spec ({', '.join(changed)}) than "
+                         f"{ref.path}; to forecast a GPU with this spec as one never trained on, give it another name")
+    else:
+        near = [t for t in TRAIN_GPUS_NVIDIA if _name_key(t) == _name_key(device.name)]
+        if near:
+            notes.append(f"{device.name} is spelled unlike the training GPU '{near[0]}', so it is forecast as a GPU "
+                         f"never trained on; name it '{near[0]}' exactly to use the model that learned that GPU's "
+                         "own efficiency")
+    words = [w.casefold() for w in VENDOR_WORDS["nvidia"] + VENDOR_WORDS["amd"]]
+    if not set(_name_key(device.name).split()) & set(words):
+        notes.append(f"'{device.name}' names no vendor, so it is read as an NVIDIA GPU (its file gives "
+                     "'SingleFLOPs'); a forecast for another vendor's GPU is unvalidated")
+    same_vendor = [d for d in known.values() if d.vendor == "nvidia"]
+    far = []
+    for key, f in SPEC_FIELDS.items():
+        lo, hi = (g(getattr(d, f) for d in same_vendor) for g in (min, max))
+        if not lo / UNITS_FACTOR <= (value := getattr(device, f)) <= hi * UNITS_FACTOR:
+            far.append(f"'{key}' = {value:g} (known: {lo:g} to {hi:g})")
+    if far:
+        notes.append(f"{device.path}: {', '.join(far)} {'lies' if len(far) == 1 else 'lie'} more than "
+                     f"{UNITS_FACTOR:g} times outside every known NVIDIA "
+                     "GPU's range; check the units (README, 'Forecast a model on a GPU')")
+    fma_gflops = 2 * device.num_sm * device.cores_per_sm * device.freq_mhz / MEGA_PER_GIGA
+    ratio = device.peak_gflops / fma_gflops
+    if not 1 / FMA_PEAK_TOLERANCE <= ratio <= FMA_PEAK_TOLERANCE:
+        notes.append(f"{device.path}: 'SingleFLOPs' ({device.peak_gflops:g} GFLOP/s) is {ratio:.3g} times "
+                     f"2 x Num_Sm x Core_Per_SM x Freq ({fma_gflops:g} GFLOP/s); check the units, and that 'Freq' is "
+                     "the boost clock in MHz")
+    return notes

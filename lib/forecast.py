@@ -7,7 +7,8 @@
 prints {"latency_ms", "forward_ms", "backward_ms", "kernels"}; --kernels-out PATH also writes the predicted kernel
 table (one row per distinct kernel: phase, block, op class, shape, count, pred_ms, total_ms) as CSV, to see where
 the time goes. One-line warnings on stderr: a GPU whose machine
-balance lies outside the training GPUs' (lib.caveats.extrapolation_note); a model whose fp32 weights (+ gradients)
+balance lies outside the training GPUs' (lib.caveats.extrapolation_note); a spec field that looks like other units,
+or a training GPU's name with another spec (lib.caveats.spec_notes); a model whose fp32 weights (+ gradients)
 alone exceed the GPU's memory (lib.caveats.memory_note). Kernels run one after another,
 so a model's latency is the sum of its kernels' latencies (DESIGN.md):
     latency_ms = sum_k count_k * pred_ms_k,  forward_ms over phase 'fw', backward_ms over 'bw'.
@@ -29,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths, reference_weights
-from .caveats import extrapolation_note, memory_note
+from .caveats import extrapolation_note, memory_note, spec_notes
 from .cli import Parser, file_path
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise
@@ -132,10 +133,18 @@ KERNEL_TABLE_COLUMNS = ["phase", "layer", "aten", "op_class", "op", "B", "M", "N
                         "count", "fused", "pred_ms", "total_ms", "raw_ms"]
 
 
+KERNEL_TABLE_SUMS = ("count", "total_ms", "raw_ms")   # added up over the rows of one distinct kernel
+
+
 def write_kernel_table(table: pd.DataFrame, path) -> Path:
-    """A predicted kernel table (forecast_table) as CSV with its op class (lib.calibration.CLASSES), atomically."""
+    """A predicted kernel table (forecast_table) as CSV, one row per distinct kernel of a block with its op class
+    (lib.calibration.CLASSES), atomically."""
     from .calibration import kernel_class
     out = table.assign(op_class=kernel_class(table["op"]))
+    out = out[[c for c in KERNEL_TABLE_COLUMNS if c in out]]
+    # the graph has a row per call site: the same kernel called at several places of a block is one row here
+    key = [c for c in out if c not in KERNEL_TABLE_SUMS]
+    out = out.groupby(key, dropna=False, sort=False)[[c for c in KERNEL_TABLE_SUMS if c in out]].sum().reset_index()
     out = out[[c for c in KERNEL_TABLE_COLUMNS if c in out]]
     return paths.write_atomic(path, lambda tmp: out.to_csv(tmp, index=False))
 
@@ -332,7 +341,8 @@ def main(argv=None) -> int:
             return 2
     unvalidated = ("--fusion in training mode fuses the backward pass too; every fused label of the dataset is "
                    "inference, so this forecast is unvalidated") if args.fusion and args.mode == "training" else None
-    for note in (extrapolation_note(device), memory_note(parameters, args.mode, device), unvalidated):
+    for note in (extrapolation_note(device), *spec_notes(device), memory_note(parameters, args.mode, device),
+                 unvalidated):
         if note:
             print(f"warning: {note}", file=sys.stderr)
     print(json.dumps(result))

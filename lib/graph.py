@@ -77,6 +77,23 @@ SIZE_FIELDS = {"bert": _HF_SIZES, "gpt2": ("n_embd", "n_head", "vocab_size"),
                "switch_transformers": ("d_model", "num_heads", "d_ff", "d_kv", "num_experts", "vocab_size")}
 
 
+# Hugging Face's other names for a config field (each config class's `attribute_map`; a test compares): a config may
+# give both, and Hugging Face then builds with one of the two values, so they must agree. load_config keeps one key.
+ALIASES = {"gpt2": {"hidden_size": "n_embd", "max_position_embeddings": "n_positions", "num_attention_heads": "n_head",
+                    "num_hidden_layers": "n_layer"},
+           "switch_transformers": {"hidden_size": "d_model", "num_attention_heads": "num_heads",
+                                   "num_hidden_layers": "num_layers"}}
+# Attention heads split the width evenly (each model's attention asserts it), and grouped-query attention shares
+# each key/value head among the same number of query heads:
+#     width % heads == 0  (unless the config gives head_dim),   heads % num_key_value_heads == 0
+HEAD_FIELDS = {"bert": ("hidden_size", "num_attention_heads"), "gpt2": ("n_embd", "n_head"),
+               "opt": ("hidden_size", "num_attention_heads"), "llama": ("hidden_size", "num_attention_heads"),
+               "mistral": ("hidden_size", "num_attention_heads"), "qwen2": ("hidden_size", "num_attention_heads")}
+# Switch's saved configs also hold each stack's sparse step, which Hugging Face reads instead of computing it from
+# num_sparse_*_layers (sparse_step below) when both are given.
+STEP_FIELDS = ("encoder_sparse_step", "decoder_sparse_step")
+
+
 def _positive_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
@@ -114,16 +131,47 @@ def load_config(path) -> ModelConfig:
     if model_type not in ARCHS:
         raise GraphError(f"{path}: unknown architecture (architectures={raw.get('architectures')}, "
                          f"model_type={model_type!r}); supported model_type: {sorted(ARCHS)}")
+    raw = _without_aliases(path, raw, model_type)
     _, _, layer_fields, pos_field, stacks = ARCHS[model_type]
     for f in (*layer_fields, *SIZE_FIELDS[model_type], *([pos_field] if pos_field else [])):
         if f not in raw:
             raise GraphError(f"{path}: field '{f}' is missing (a positive integer, as in Hugging Face's config.json)")
         if not _positive_int(raw[f]):
             raise GraphError(f"{path}: field '{f}' must be a positive integer (got {raw[f]!r})")
+    _check_heads(path, raw, model_type)
     layers = [raw[f] for f in layer_fields]
     max_pos = raw[pos_field] if pos_field else None
     return ModelConfig(path, raw, model_type, tuple(layers), max_pos, stack_periods(path, raw, model_type, layers),
                        stacks)
+
+
+def _without_aliases(path, raw: dict, model_type: str) -> dict:
+    """raw with each alias (ALIASES) renamed to the field it stands for; GraphError when the two disagree."""
+    raw = dict(raw)
+    for alias, name in ALIASES.get(model_type, {}).items():
+        if alias in raw:
+            if name in raw and raw[name] != raw[alias]:
+                raise GraphError(f"{path}: fields '{alias}' ({raw[alias]!r}) and '{name}' ({raw[name]!r}) disagree; "
+                                 f"Hugging Face reads '{alias}' as '{name}', so give both the same value, or drop one")
+            raw[name] = raw.pop(alias)
+    return raw
+
+
+def _check_heads(path, raw: dict, model_type: str) -> None:
+    """GraphError unless the heads split the width and the key/value heads the heads (HEAD_FIELDS, above)."""
+    if model_type not in HEAD_FIELDS:
+        return
+    width_field, heads_field = HEAD_FIELDS[model_type]
+    width, heads = raw[width_field], raw[heads_field]
+    if raw.get("head_dim") is None and width % heads:
+        raise GraphError(f"{path}: field '{width_field}' ({width}) must be a multiple of '{heads_field}' ({heads})")
+    kv = raw.get("num_key_value_heads")
+    if model_type in ("llama", "mistral", "qwen2") and kv is not None:
+        if not _positive_int(kv):
+            raise GraphError(f"{path}: field 'num_key_value_heads' must be a positive integer or null (got {kv!r})")
+        if heads % kv:
+            raise GraphError(f"{path}: field '{heads_field}' ({heads}) must be a multiple of 'num_key_value_heads' "
+                             f"({kv})")
 
 
 # Switch's sparse blocks, as Hugging Face places them (SwitchTransformersConfig, SwitchTransformersStack): in a
@@ -144,10 +192,14 @@ def stack_periods(path, raw: dict, model_type: str, layers) -> tuple:
     if model_type != "switch_transformers":
         return tuple(1 for _ in layers)
     periods = []
-    for f, n in zip(SPARSE_FIELDS, layers):
+    for f, step_field, n in zip(SPARSE_FIELDS, STEP_FIELDS, layers):
         s = raw.get(f, SPARSE_DEFAULT)
         if not (_positive_int(s) or s == 0 and type(s) is int):
             raise GraphError(f"{path}: field '{f}' must be a non-negative integer (got {s!r})")
+        if step_field in raw and raw[step_field] != sparse_step(n, s):
+            raise GraphError(f"{path}: field '{step_field}' ({raw[step_field]!r}) disagrees with '{f}' ({s}): "
+                             f"{n} blocks with {s} sparse ones make a step of {sparse_step(n, s)}; Hugging Face would "
+                             f"build with '{step_field}', so make the two agree")
         periods.append(sparse_step(n, s) or 1)
     return tuple(periods)
 

@@ -14,7 +14,8 @@ lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the
 GPUs; the trained weights are cached under build/predictors/; for a GPU never trained on, the classes with
 `envelope` on are capped by the forecasts of the training GPUs it dominates, lib.envelope). The result goes to the file
 (`--output -`: to standard output); progress to stderr; bad input exits non-zero with one line. A GPU whose machine
-balance lies outside the training GPUs' gets a one-line warning on stderr (lib.caveats.extrapolation_note).
+balance lies outside the training GPUs' gets a one-line warning on stderr (lib.caveats.extrapolation_note), and so
+does a spec field that looks like other units (lib.caveats.spec_notes).
 Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-bound:
     latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
 """
@@ -30,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .caveats import extrapolation_note
+from .caveats import extrapolation_note, spec_notes
 from .cli import Parser, file_path
 from .data import OP_CLASS, RENAME, DataError
 from .devices import Device, DeviceError, device_by_name, load_device
@@ -254,10 +255,10 @@ def _read_config(path: str) -> dict:
 
 
 def _read_kernels(path: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the input CSV as a table, its cells as text) from one read of the file, so a pipe works too (/dev/stdin,
-    <(...)); or a KernelInputError naming the file."""
+    """(the input CSV as a table, its cells as text) from one read of the file, so a pipe works too ('-' or
+    /dev/stdin, <(...)); or a KernelInputError naming the file."""
     try:
-        data = Path(path).read_bytes()
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except FileNotFoundError:
         raise KernelInputError(f"{path}: input file not found") from None
     except IsADirectoryError:
@@ -306,7 +307,7 @@ def _check_habitat_cap(pred: np.ndarray, kernels: pd.DataFrame, input_path: str,
 def main(argv=None) -> int:
     ap = Parser(prog="python -m lib.kernels", description=__doc__.splitlines()[0])
     ap.add_argument("--device", required=True, type=file_path, help="device JSON (dataset format)")
-    ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K or B,H")
+    ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K or B,H ('-': standard input)")
     ap.add_argument("--output", required=True, help="where to write the input + pred_ms ('-': standard output)")
     ap.add_argument("--method", default="neusight", choices=METHODS,
                     help="NeuSight (default) or a baseline; li needs training-split measurements of the target")
@@ -352,8 +353,9 @@ def main(argv=None) -> int:
     except OSError as e:
         print(f"error: --output {args.output}: cannot write ({e.strerror or e})", file=sys.stderr)
         return 2
-    if note := extrapolation_note(device):
-        print(f"warning: {note}", file=sys.stderr)
+    for note in (extrapolation_note(device), *spec_notes(device)):
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
     print(f"wrote {len(table)} predictions to {'standard output' if args.output == '-' else args.output}",
           file=sys.stderr)
     return 0

@@ -30,3 +30,44 @@ def test_memory_note_hand_case():
     assert C.memory_note(3 * 10**9, "training", dev) is None                 # 24.0 GB: fits exactly
     assert C.memory_note(6 * 10**9, "inference", dev) is None
     assert "fp32 weights alone (7.00 B parameters) need 28.0 GB" in C.memory_note(7 * 10**9, "inference", dev)
+
+
+def _spec(name="NVIDIA H200", **changes):
+    """H200's spec sheet (data/devices/) with some fields changed, as a Device."""
+    import json
+
+    from lib import paths
+    from lib.devices import parse_device
+    raw = json.loads((paths.DEVICES_ADDED / "NVIDIA_H200.json").read_text()) | {"Device": name} | changes
+    return parse_device(raw, "what-if.json")
+
+
+def test_spec_notes_say_nothing_of_the_known_nvidia_files():
+    from lib.devices import all_devices
+    for dev in all_devices().values():   # AMD files get extrapolation_note's vendor warning instead
+        assert C.spec_notes(dev) == [], dev.path
+    assert C.spec_notes(_spec()) == []   # the same spec in another file
+
+
+def test_spec_notes_hand_cases():
+    from lib.devices import device_by_name
+    t4 = device_by_name("Tesla T4")
+    raw = {"Dev_Mem": t4.mem_gb, "Mem_Bw": 4 * t4.mem_bw_gbps, "Num_Sm": t4.num_sm, "Core_Per_SM": t4.cores_per_sm,
+           "Freq": t4.freq_mhz, "L2Cache": t4.l2_mb, "SingleFLOPs": t4.peak_gflops}
+    # a training GPU's exact name with another spec: the per-GPU model is used, and the note names the fields
+    [note] = C.spec_notes(_spec("Tesla T4", **raw))
+    assert note.startswith("Tesla T4 is a training GPU's name") and "another spec (Mem_Bw) than" in note
+    # the same name in other case: forecast as a GPU never trained on
+    [note] = C.spec_notes(_spec("tesla_t4", **raw | {"Mem_Bw": t4.mem_bw_gbps}))
+    assert note.startswith("tesla_t4 is spelled unlike the training GPU 'Tesla T4'")
+    [note] = C.spec_notes(_spec("Intel Data Center GPU Max 1550"))
+    assert note.startswith("'Intel Data Center GPU Max 1550' names no vendor, so it is read as an NVIDIA GPU")
+    # 51,200 KB of L2 given as MB: more than 10 x the largest known L2 (B200's 126 MB)
+    [note] = C.spec_notes(_spec(L2Cache=51200))
+    assert note == ("what-if.json: 'L2Cache' = 51200 (known: 2 to 126) lies more than 10 times outside every known "
+                    "NVIDIA GPU's range; check the units (README, 'Forecast a model on a GPU')")
+    # H200: 2 x 132 SMs x 128 cores x 1,980 MHz = 66,908.16 GFLOP/s; a base clock of 1,230 MHz gives 1.61 times that
+    [note] = C.spec_notes(_spec(Freq=1230))
+    assert note.startswith("what-if.json: 'SingleFLOPs' (66908 GFLOP/s) is 1.61 times 2 x Num_Sm x Core_Per_SM x Freq "
+                           "(41564.2 GFLOP/s)")
+    assert C.spec_notes(_spec(Freq=1500)) == []   # 1.32 times: within FMA_PEAK_TOLERANCE

@@ -57,6 +57,7 @@ def test_cli_kernels_out_adds_up_to_the_printed_forecast(tmp_path):
     assert k.loc[k.phase == "bw", "total_ms"].sum() == pytest.approx(res["backward_ms"])
     assert k["count"].sum() == res["kernels"] and (k["fused"] >= 1).all()
     assert k["total_ms"].to_numpy() == pytest.approx((k["pred_ms"] * k["count"]).to_numpy())
+    assert not k.drop(columns=["count", "total_ms"]).duplicated().any()   # one row per distinct kernel of a block
     assert set(k["op_class"]) <= set(calibration.CLASSES) and {"FC", "BMM", "EW"} <= set(k["op_class"])
     # an unwritable path: one-line error naming it, no JSON, nothing left behind
     bad = tmp_path / "missing" / "k.csv"

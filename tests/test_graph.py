@@ -242,6 +242,49 @@ def test_errors(tmp_path):
         graph.capture(_write(tmp_path, TINY_GPT2), 1, 8, "serving")
 
 
+def test_aliases_are_hugging_faces():
+    from transformers import CONFIG_MAPPING
+    for model_type in graph.ARCHS:
+        assert graph.ALIASES.get(model_type, {}) == CONFIG_MAPPING[model_type].attribute_map, model_type
+
+
+@pytest.mark.parametrize("base, alias, field", [(TINY_GPT2, "num_hidden_layers", "n_layer"),
+                                                (TINY_GPT2, "hidden_size", "n_embd"),
+                                                (TINY_SWITCH, "num_hidden_layers", "num_layers")])
+def test_an_alias_builds_the_same_model_and_a_conflicting_one_is_an_error(tmp_path, base, alias, field):
+    # Hugging Face builds with the alias's value when a config gives both: a reduced-depth capture that set only
+    # n_layer used to build every block of a config that also said num_hidden_layers (GPT-2 +63% at 12 layers)
+    plain = graph.capture(_write(tmp_path, base, "plain"), 1, 8, "training", use_cache=False)
+    both = graph.capture(_write(tmp_path, dict(base, **{alias: base[field]}), "both"), 1, 8, "training",
+                         use_cache=False)
+    pd.testing.assert_series_equal(_totals(both), _totals(plain))
+    with pytest.raises(graph.GraphError, match=rf"fields '{alias}' \({2 * base[field]}\) and '{field}' "
+                                               rf"\({base[field]}\) disagree"):
+        graph.load_config(_write(tmp_path, dict(base, **{alias: 2 * base[field]})))
+
+
+def test_switch_sparse_step_must_agree_with_the_sparse_count(tmp_path):
+    # 6 blocks, 3 sparse: step 2, which Hugging Face's saved configs also write out (and then read instead)
+    assert graph.load_config(_write(tmp_path, dict(TINY_SWITCH, encoder_sparse_step=2))).periods == (2, 2)
+    with pytest.raises(graph.GraphError, match=r"'decoder_sparse_step' \(3\) disagrees with "
+                                               r"'num_sparse_decoder_layers' \(3\): 6 blocks with 3 sparse ones "
+                                               r"make a step of 2"):
+        graph.load_config(_write(tmp_path, dict(TINY_SWITCH, decoder_sparse_step=3)))
+
+
+def test_heads_must_split_the_width(tmp_path):
+    with pytest.raises(graph.GraphError, match=r"'n_embd' \(64\) must be a multiple of 'n_head' \(3\)"):
+        graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_head=3)))
+    with pytest.raises(graph.GraphError, match=r"'num_attention_heads' \(4\) must be a multiple of "
+                                               r"'num_key_value_heads' \(3\)"):
+        graph.load_config(_write(tmp_path, dict(TINY_LLAMA, num_key_value_heads=3)))
+    with pytest.raises(graph.GraphError, match="'num_key_value_heads' must be a positive integer or null"):
+        graph.load_config(_write(tmp_path, dict(TINY_LLAMA, num_key_value_heads=0)))
+    # a Llama config may give head_dim, and then the heads need not split the width
+    graph.load_config(_write(tmp_path, dict(TINY_LLAMA, num_attention_heads=6, num_key_value_heads=2, head_dim=16)))
+    graph.load_config(_write(tmp_path, dict(TINY_LLAMA, num_key_value_heads=None)))
+
+
 def test_label_layer_nodes_reads_label_csv(tmp_path):
     csv = tmp_path / "lab.csv"
     csv.write_text("op,target,input_shapes,output_shape,fw_latency,bw_latency,Name,extra\n"

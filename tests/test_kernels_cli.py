@@ -286,10 +286,11 @@ def test_cli_oracle_tiles_need_a_tile_in_the_name_or_the_launch_grid(tiny_config
     assert np.isfinite(pred).all() and pred[0] != pred[1]
 
 
-def test_cli_reads_its_input_from_a_pipe():
-    # a pipe can be read once: `cat k.csv | python -m lib.kernels --input /dev/stdin ...`
+@pytest.mark.parametrize("stdin", ["/dev/stdin", "-"])
+def test_cli_reads_its_input_from_a_pipe(stdin):
+    # a pipe can be read once: `cat k.csv | python -m lib.kernels --input - ...`
     text = "OPName,B,M,N,K,H,tag\nbmm,8,512,512,64,,a\nadd,2,,,,3,b\n"
-    r = subprocess.run([sys.executable, "-m", "lib.kernels", "--device", str(L4), "--input", "/dev/stdin",
+    r = subprocess.run([sys.executable, "-m", "lib.kernels", "--device", str(L4), "--input", stdin,
                         "--output", "-", "--method", "roofline"], input=text, capture_output=True, text=True,
                        cwd=paths.ROOT, timeout=900)
     assert r.returncode == 0, r.stderr
