@@ -112,13 +112,23 @@ def summarize(table: pd.DataFrame) -> dict:
     return {"latency_ms": fw + bw, "forward_ms": fw, "backward_ms": bw, "kernels": int(table["count"].sum())}
 
 
-def forecast_table(model_config, device: Device, batch: int, seq: int, mode: str, fusion: bool = False,
+# A captured table (lib.graph.capture) passed as `kernels` needs these columns: the shapes, which pass, how often.
+TABLE_COLUMNS = [*SHAPE_COLS, "phase", "count"]
+
+
+def forecast_table(model_config, device: Device, batch: int, seq: int, mode: str, *, fusion: bool = False,
                    method: str = "neusight", tiles: str = "spec", kernels: pd.DataFrame | None = None,
                    cfg_by_class: dict | None = None, habitat_cfg: dict | None = None,
                    calibrate: bool = False, seed: int = 0) -> pd.DataFrame:
-    """Predicted kernel table of one pass (calibrate: scale by the training-GPU calibration factors)."""
+    """Predicted kernel table of one pass (calibrate: scale by the training-GPU calibration factors).
+
+    Given `kernels` (a captured table), model_config, batch, seq and mode are not read: the table fixes them.
+    The CLI's warnings are not raised here: lib.caveats.extrapolation_note, spec_notes and memory_note give them.
+    """
     if kernels is None:
         kernels = capture(model_config, batch, seq, mode)
+    elif missing := [c for c in TABLE_COLUMNS if c not in kernels]:
+        raise ValueError(f"kernels: missing column(s) {missing}; pass a table from lib.graph.capture")
     if fusion:
         kernels = fuse_elementwise(kernels)
     table = predict_table(kernels, device, method, tiles, cfg_by_class, habitat_cfg, seed)
@@ -149,27 +159,32 @@ def write_kernel_table(table: pd.DataFrame, path) -> Path:
     return paths.write_atomic(path, lambda tmp: out.to_csv(tmp, index=False))
 
 
-def forecast(model_config, device: Device, batch: int, seq: int, mode: str, fusion: bool = False,
+def forecast(model_config, device: Device, batch: int, seq: int, mode: str, *, fusion: bool = False,
              method: str = "neusight", tiles: str = "spec", kernels: pd.DataFrame | None = None,
              cfg_by_class: dict | None = None, habitat_cfg: dict | None = None,
              calibrate: bool = False, seed: int = 0) -> dict:
     """{"latency_ms", "forward_ms", "backward_ms", "kernels"} for one model, GPU, batch and sequence.
 
-    Pass `kernels` (a captured table) to reuse one capture across devices and methods.
+    Pass `kernels` (a captured table) to reuse one capture across devices and methods; batch, seq and mode
+    are then the table's, not read. No warnings here (lib.caveats has the CLI's).
     """
-    return summarize(forecast_table(model_config, device, batch, seq, mode, fusion, method, tiles, kernels,
-                                    cfg_by_class, habitat_cfg, calibrate, seed))
+    return summarize(forecast_table(model_config, device, batch, seq, mode, fusion=fusion, method=method,
+                                    tiles=tiles, kernels=kernels, cfg_by_class=cfg_by_class,
+                                    habitat_cfg=habitat_cfg, calibrate=calibrate, seed=seed))
 
 
-def forecast_sweep(model_config, devices, batches, seq: int, mode: str, method: str = "neusight",
+def forecast_sweep(model_config, devices, batches, seq: int, mode: str, *, method: str = "neusight",
                    fusion: bool = False, tiles: str = "spec", cfg_by_class: dict | None = None,
                    calibrate: bool = False) -> pd.DataFrame:
-    """One row per (device, batch): the forecast keys. One capture per batch; per device, the
-    unique kernel shapes of all batches are predicted in one call."""
+    """One row per (device, distinct batch): the forecast keys. One capture per batch; per device, the
+    unique kernel shapes of all batches are predicted in one call. devices: Devices (or one Device)."""
+    devices = [devices] if isinstance(devices, Device) else list(devices)
+    if not (batches := list(batches)):
+        raise ValueError("batches: give at least one batch size")
     tables = {}
-    for b in batches:
-        k = capture(model_config, int(b), seq, mode)
-        tables[b] = fuse_elementwise(k) if fusion else k
+    for b in batches:   # lib.graph.check_args refuses a batch that is not a positive integer
+        k = capture(model_config, b, seq, mode)
+        tables[int(b)] = fuse_elementwise(k) if fusion else k
     from .kernels import predict_kernels
     uniq_shapes = pd.concat([t[SHAPE_COLS] for t in tables.values()], ignore_index=True).fillna(-1.0).drop_duplicates()
     factors = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import re
 import sys
 from dataclasses import dataclass, field
@@ -208,8 +209,8 @@ def check_args(cfg: ModelConfig, batch: int, seq: int, mode: str) -> None:
     """Raise GraphError for a bad batch/seq/mode (seq beyond the position embeddings included)."""
     if mode not in MODES:
         raise GraphError(f"mode must be one of {MODES} (got {mode!r})")
-    for name, v in (("batch", batch), ("seq", seq)):
-        if not isinstance(v, int) or v < 1:
+    for name, v in (("batch", batch), ("seq", seq)):   # numpy's integers too (a label row's batch), never a bool
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
             raise GraphError(f"{name} must be a positive integer (got {v!r})")
     if cfg.max_positions is not None and seq > cfg.max_positions:
         field_name = ARCHS[cfg.model_type][3]
@@ -256,6 +257,7 @@ def capture(config_path, batch: int, seq: int, mode: str, *, depths=None,
     """
     cfg = load_config(config_path)
     check_args(cfg, batch, seq, mode)
+    batch, seq = int(batch), int(seq)   # np.int64 -> int: the cache key is JSON
     if depths is None:
         depths = _reduced_depths(cfg)
     cache = GRAPH_CACHE / f"{cfg.name}-{mode}-{batch}-{seq}-{cache_key(cfg, batch, seq, mode, list(depths))}.pkl"

@@ -181,6 +181,12 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
         raise KernelInputError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if tiles not in TILES:
         raise KernelInputError(f"unknown tiles {tiles!r}; known: {', '.join(TILES)}")
+    if not isinstance(device, Device):
+        raise KernelInputError(f"device must be a lib.devices.Device (load_device(path) or device_by_name(name)), "
+                               f"got {type(device).__name__}")
+    if not isinstance(df, pd.DataFrame):
+        raise KernelInputError(f"kernels must be a pandas DataFrame, got {type(df).__name__}")
+    df = df.rename(columns={theirs: ours for theirs, ours in INPUT_NAMES.items() if ours not in df})   # 'OPName', ...
     df = _with_spec(flatten_linear(check_kernels(df).reset_index(drop=True)), device)
     out = np.full(len(df), np.nan)
     mem = (df["op"] == MEM_OP).to_numpy()

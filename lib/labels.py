@@ -77,9 +77,15 @@ def _read_json(path: Path) -> dict:
     return raw
 
 
+LABEL_COLUMNS = ["gpu", "device", "vendor", "model", "mode", "seq", "batch", "option", "e2e_ms", "fw_ms", "bw_ms",
+                 "num_layer", "csv", "json"]
+
+
 def load_labels(root: Path | None = None) -> pd.DataFrame:
     """One row per label JSON: gpu, device, vendor, model, mode, seq, batch, option, e2e/fw/bw_ms, ..."""
     root = Path(root) if root is not None else paths.LABELS
+    if not root.is_dir():
+        raise LabelError(f"{root}: no such label folder (one folder per GPU, each with <model>-<mode>-<seq>-<batch>.json)")
     rows, names = [], {}
     for f in sorted(root.glob("*/*.json")):
         m = LABEL_FILE.match(f.stem)
@@ -96,7 +102,7 @@ def load_labels(root: Path | None = None) -> pd.DataFrame:
                          fw_ms=float(raw["fw_latency"]), bw_ms=float(raw["bwall_latency"]),
                          num_layer=int(raw["num_layer"] or 0), csv=str(csv) if csv.exists() else "",
                          json=str(f)))
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=LABEL_COLUMNS)
 
 
 def _blocks(path: Path) -> list[list[str]]:

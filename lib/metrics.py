@@ -6,8 +6,10 @@ import pandas as pd
 
 
 def ape(pred, meas) -> np.ndarray:
-    """Absolute percentage error, %: |pred - meas| / meas * 100."""
+    """Absolute percentage error, %: |pred - meas| / meas * 100 (by position; a measurement must be positive)."""
     pred, meas = np.asarray(pred, dtype=float), np.asarray(meas, dtype=float)
+    if (meas <= 0).any():
+        raise ValueError(f"ape: a measurement must be positive (got {meas[meas <= 0][0]:g})")
     return np.abs(pred - meas) / meas * 100.0
 
 
@@ -50,7 +52,8 @@ def bootstrap_mean_ci(values, n_boot: int = BOOTSTRAP_RESAMPLES, level: float = 
 
 
 def mape_ci_table(df: pd.DataFrame, pred_col: str, by, meas_col: str = "latency_ms") -> pd.DataFrame:
-    """Rows, MAPE (%) and its bootstrap interval (ci_low_pct, ci_high_pct) of one prediction column per group."""
+    """Rows, MAPE (%) and its bootstrap interval (ci_low_pct, ci_high_pct) of one prediction column per group; a row
+    without a prediction (NaN) is left out of each and of `rows`, where lib.metrics.mape would give NaN."""
     err = pd.Series(ape(df[pred_col], df[meas_col]), index=df.index)
     keys = [by] if isinstance(by, str) else list(by)
     rows = []

@@ -11,6 +11,7 @@ import pytest
 from lib import calibration, paths
 from lib.devices import TRAIN_GPUS_NVIDIA, load_device
 from lib.forecast import forecast, forecast_sweep, forecast_table, summarize
+from lib.graph import GraphError, capture
 from lib.labels import PAPER_SEQ, LabelError, load_labels, paper_e2e_table, paper_fusion_table
 
 GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"
@@ -134,6 +135,30 @@ def test_sweep_matches_single_forecasts():
             one = forecast(GPT2, dev, batch, 1024, "inference", method="roofline")
             row = sw[(sw.device == dev.name) & (sw.batch == batch)].iloc[0]
             assert row["latency_ms"] == pytest.approx(one["latency_ms"])
+
+
+def test_api_arguments_are_checked_not_guessed():
+    dev = load_device(H100)
+    one = forecast(GPT2, dev, 4, 1024, "inference", method="roofline")
+    # a label row's batch is a numpy integer: accepted as the same forecast
+    assert forecast(GPT2, dev, np.int64(4), 1024, "inference", method="roofline") == one
+    # options by keyword only: forecast's sixth parameter used to be fusion, forecast_sweep's method
+    with pytest.raises(TypeError, match="positional"):
+        forecast(GPT2, dev, 4, 1024, "inference", "roofline")
+    with pytest.raises(TypeError, match="positional"):
+        forecast_sweep(GPT2, [dev], [4], 1024, "inference", "roofline")
+    for bad in ([2.5], ["4"], [True]):   # used to be cut to 2, read as 4, read as 1
+        with pytest.raises(GraphError, match="batch must be a positive integer"):
+            forecast_sweep(GPT2, [dev], bad, 1024, "inference", method="roofline")
+    with pytest.raises(ValueError, match="at least one batch"):
+        forecast_sweep(GPT2, [dev], [], 1024, "inference", method="roofline")
+    sw = forecast_sweep(GPT2, dev, [4, 4], 1024, "inference", method="roofline")   # one Device; a batch once
+    assert len(sw) == 1 and sw["latency_ms"].iloc[0] == pytest.approx(one["latency_ms"])
+    k = capture(GPT2, 4, 1024, "inference")
+    with pytest.raises(ValueError, match=r"kernels: missing column\(s\) \['count'\]"):
+        forecast(None, dev, 4, 1024, "inference", method="roofline", kernels=k.drop(columns="count"))
+    with pytest.raises(LabelError, match="no such label folder"):
+        load_labels(paths.ROOT / "no-such-folder")
 
 
 def test_fused_forecast_folds_and_sweep_agrees():

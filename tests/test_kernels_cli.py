@@ -178,6 +178,16 @@ def test_api_mem_kernels_are_bandwidth_bound():
     assert np.allclose(predict_kernels(df, dev, method="neusight"), [1.0, 0.0])
 
 
+def test_api_takes_the_csv_names_and_names_a_wrong_device():
+    dev = load_device(L4)
+    ours = predict_kernels(KERNELS.rename(columns={"OPName": "op"}), dev, method="roofline")
+    assert predict_kernels(KERNELS, dev, method="roofline") == pytest.approx(ours)   # 'OPName', as the CLI reads it
+    with pytest.raises(KernelInputError, match=r"device must be a lib.devices.Device .*got str"):
+        predict_kernels(KERNELS, "NVIDIA L4")
+    with pytest.raises(KernelInputError, match="kernels must be a pandas DataFrame, got dict"):
+        predict_kernels(KERNELS.to_dict(), dev)
+
+
 def test_api_rejects_unknown_method():
     with pytest.raises(KernelInputError, match="unknown method"):
         predict_kernels(KERNELS.rename(columns={"OPName": "op"}), load_device(L4), method="magic")

@@ -9,6 +9,9 @@ from lib import metrics
 def test_ape_and_mape_by_hand():
     assert metrics.ape([110.0, 45.0], [100.0, 50.0]) == pytest.approx([10.0, 10.0])
     assert metrics.mape([110.0, 60.0], [100.0, 50.0]) == pytest.approx(15.0)
+    for bad in (0.0, -2.0):   # a percentage of no time, or of a negative one, is no error measure
+        with pytest.raises(ValueError, match="a measurement must be positive"):
+            metrics.ape([1.0, 1.0], [1.0, bad])
 
 
 def test_bootstrap_two_points_by_hand():
