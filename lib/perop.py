@@ -105,7 +105,7 @@ def mape_ci(df: pd.DataFrame, columns, paper: pd.DataFrame | None = None) -> pd.
 def seed_forecasts(df: pd.DataFrame, seeds, cfg_by_class: dict | None = None) -> pd.DataFrame:
     """The default NeuSight forecast (spec-only tiles) of every row, one column per training seed: the same configs,
     trained from each seed (notebook 04). cfg_by_class: as predict_all's, seeded too."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # text bars on stderr (tqdm.auto warns in notebooks without ipywidgets)
     from .selection import seeded
     out = {}
     for seed in tqdm(seeds, desc="seeds"):
@@ -149,7 +149,7 @@ def held_out_gpu_forecasts(df: pd.DataFrame, gpus=None, cfg_by_class: dict | Non
     """Per test_id row of a training GPU in `gpus` (None: all five): NeuSight's spec-only forecast by models trained
     without that GPU's rows (lib.selection.held_out_configs), as if it were never trained on; NaN on other rows
     (notebook 04)."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # text bars on stderr (tqdm.auto warns in notebooks without ipywidgets)
     from .selection import held_out_configs
     out, present = np.full(len(df), np.nan), set(df["device"])
     for gpu in tqdm([g for g in (gpus or TRAIN_GPUS_NVIDIA) if g in present], desc="held-out GPUs"):

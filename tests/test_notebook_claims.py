@@ -108,10 +108,14 @@ def test_04_amendment2_fc_bias():
     """04 cell 2a87c3fd: the unseen-GPU FC model's median forecast / measured per training GPU (04-fc-gpu-bias)."""
     bias = table("04-fc-gpu-bias").set_index("device")["median forecast / measured"]
     assert sorted(bias.index) == training_gpus()
-    sides = ("too fast on some and too slow on others" if bias.min() < 1 < bias.max()
+    # "about right": within half a per cent, as the two decimals print it
+    sides = ("from too fast to about right" if bias.min() < 0.995 and abs(bias.max() - 1) < 0.005
+             else "too fast on some and too slow on others" if bias.min() < 1 < bias.max()
              else f"too {'fast' if bias.max() < 1 else 'slow'} on all {WORDS[len(bias)]}")
     says(NB04, f"differs from GPU to GPU, {sides} (median forecast / measured {bias.min():.2f}-{bias.max():.2f} in the "
                "full run;")
+    says(NB04, f"a spread of {'a few per cent' if bias.max() - bias.min() < 0.1 else 'ten per cent or more'}, which only "
+               "a per-GPU term can absorb")
     # the corrected claim (T4 too fast, P4 and V100 too slow, each by more than 20%) fails on every part
     assert bias["Tesla T4"] > 0.8 and bias["Tesla P4"] < 1.2 and bias["Tesla V100-PCIE-32GB"] < 1.2
     says(NB04, "an earlier session had written that T4 is forecast too fast and P4 and V100 too slow, each by more "
@@ -138,8 +142,9 @@ def test_04_batch256_trial():
         - trial[trial["protocol"] == "training GPUs"].groupby("op_class")["shapes_mape"].min()]).to_numpy()
     assert len(margin) == 2 * len(OP_ORDER)
     wins = margin[margin > 0]
-    says(NB04, f"the trial candidates win {'most' if len(wins) > len(margin) / 2 else 'few'} classes, "
-               f"{'mostly' if (wins < 0.5).mean() > 0.5 else 'mostly not'} by less than half a point")
+    says(NB04, f"the trial candidates win {'most' if len(wins) > len(margin) / 2 else 'few'} classes "
+               f"({len(wins)} of {len(margin)} across the two protocols), {(wins < 0.5).sum()} of those {len(wins)} by "
+               "less than half a point")
     mape = table("04-trial-b256-mape").set_index("op_class")
     ood_a, ood_t = mape["OOD, adopted"].round(), mape["OOD, trial"].round()   # "the same": equal to the whole %
     worse = [CLASS_WORDS[c] for c in OP_ORDER if c != "SOFTMAX" and ood_t[c] > ood_a[c]]
@@ -333,10 +338,10 @@ def test_04_tile_rule_reading():
     says(NB04, f"On held-out shapes, its minimum lies {'well below' if below else 'not below'} the oracle tile's forecast")
     idm = {rule: ours("in-distribution", f"NeuSight ({rule} tiles)") for rule in ("autotuned", "classifier")}
     idm["oracle"] = ours("in-distribution", ORACLE)
-    best = all(min(idm, key=lambda r: idm[r][c]) == "autotuned" for c in ("BMM", "FC"))
+    best = [c for c in ("BMM", "FC") if min(idm, key=lambda r: idm[r][c]) == "autotuned"]
     margin = {c: min(idm["classifier"][c], idm["oracle"][c]) - idm["autotuned"][c] for c in ("BMM", "FC")}
-    says(NB04, f"On the `test_id` columns it scores {'best' if best else 'not best'}, by a wide margin for "
-               f"{max(margin, key=margin.get)}")
+    assert best == ["FC"] and margin["FC"] > 10, "the prose says best for FC only, by a wide margin"
+    says(NB04, "On the `test_id` columns it scores best for FC, by a wide margin, and not for BMM.")
     bias = table("04-tile-rule-bias")
     rules = ["oracle", "autotune", "classifier"]
     lowest = (bias[rules].idxmin(axis=1) == "autotune").all()
@@ -528,8 +533,10 @@ def test_04_fixed_time_variant():
     top = names[gain_id.idxmax()]
     assert gain_id.idxmax() != gain.index[0], "the prose says the order differs"
     worse_id = [names[c] for c in OP_ORDER if gain_id[c] < 0]
+    worse_text = ("no class gets worse" if not worse_id
+                  else f"{' and '.join(worse_id)} {'get' if len(worse_id) > 1 else 'gets'} worse")
     says(NB04, f"In distribution the order differs: {top} {'gain' if top.endswith('ops') else 'gains'} most, and "
-               f"{' and '.join(worse_id)} {'get' if len(worse_id) > 1 else 'gets'} worse.")
+               f"{worse_text}.")
 
 
 def test_04_paper_size():
@@ -697,6 +704,24 @@ def test_05_short_kernels_and_fixed_time():
     variant_fast = (switch["hidden_t0_ms"] < switch["e2e_ms"]).all()
     says(NB05, f"SwitchTransformer's training labels, within {switch['neusight_ape'].max():.0f}% under "
                f"the default, come out {'too fast' if variant_fast else 'not all too fast'}")
+
+
+def test_05_amendment7_end_to_end():
+    """05 cell a7-e2e-read: mean APE before and after amendment 7 per kind and group of GPUs (e2e_amendment7)."""
+    a7 = table("e2e_amendment7")
+    g = a7.groupby(["gpus", "kind"])
+    ape = g[["ape_before", "ape_after"]].mean()
+    faster = (a7["ms_after"] < a7["ms_before"]).groupby([a7["gpus"], a7["kind"]]).sum()
+    n = g.size()
+    ba = lambda gpus, kind: f"{ape.loc[(gpus, kind), 'ape_before']:.1f}% -> {ape.loc[(gpus, kind), 'ape_after']:.1f}%"  # noqa: E731
+    other, own = "other GPUs", "training GPUs"
+    assert (ape.loc[other, "ape_after"] > ape.loc[other, "ape_before"]).all(), "the prose says it rises"
+    assert (ape.loc[own, "ape_after"] < ape.loc[own, "ape_before"]).all(), "the prose says it falls"
+    says(NB05, f"forecast faster, {faster[other, 'inference']} of the {n[other, 'inference']} inference labels and "
+               f"{faster[other, 'training']} of the {n[other, 'training']} training labels, and the mean APE rises: "
+               f"{ba(other, 'inference')} (inference), {ba(other, 'training')} (training) and "
+               f"{ba(other, 'fused inference')} (fused inference)")
+    says(NB05, f"it falls: {ba(own, 'inference')}, {ba(own, 'training')} and {ba(own, 'fused inference')}")
 
 
 def test_05_schedule_correction():
