@@ -105,9 +105,9 @@ def spec_notes(device) -> list[str]:
         if not lo / UNITS_FACTOR <= (value := getattr(device, f)) <= hi * UNITS_FACTOR:
             far.append(f"'{key}' = {value:g} (known: {lo:g} to {hi:g})")
     if far:
-        notes.append(f"{device.path}: {', '.join(far)} {'lies' if len(far) == 1 else 'lie'} more than "
-                     f"{UNITS_FACTOR:g} times outside every known NVIDIA "
-                     "GPU's range; check the units (README, 'Forecast a model on a GPU')")
+        verb = "lies" if len(far) == 1 else "lie"
+        notes.append(f"{device.path}: {', '.join(far)} {verb} more than {UNITS_FACTOR:g} times outside every known "
+                     "NVIDIA GPU's range; check the units (README, 'Forecast a model on a GPU')")
     fma_gflops = 2 * device.num_sm * device.cores_per_sm * device.freq_mhz / MEGA_PER_GIGA
     ratio = device.peak_gflops / fma_gflops
     if not 1 / FMA_PEAK_TOLERANCE <= ratio <= FMA_PEAK_TOLERANCE:
