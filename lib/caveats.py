@@ -94,6 +94,7 @@ def spec_notes(device) -> list[str]:
             notes.append(f"{device.name} is spelled unlike the training GPU '{near[0]}', so it is forecast as a GPU "
                          f"never trained on; name it '{near[0]}' exactly to use the model that learned that GPU's "
                          "own efficiency")
+    # parse_device's rule (a vendor word, whole, in any case), kept there inline: devices.py is in the data fingerprint
     words = [w.casefold() for w in VENDOR_WORDS["nvidia"] + VENDOR_WORDS["amd"]]
     if not set(_name_key(device.name).split()) & set(words):
         notes.append(f"'{device.name}' names no vendor, so it is read as an NVIDIA GPU (its file gives "

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import labels as labels_mod
 from . import paths
 from .data import OP_CLASS, read_kernel_csv
 from .devices import DeviceError, device_by_name
+from .labels import LABEL_COLUMNS as DATASET_LABEL_COLUMNS
 from .labels import LABEL_FILE, load_labels
 from .metrics import mape
 
@@ -78,7 +78,7 @@ def measured_labels(root: Path | str = paths.MEASURED / "labels") -> pd.DataFram
         if len(df):
             frames.append(df.assign(software=software.name))
     if not frames:
-        return pd.DataFrame(columns=["software", *labels_mod.LABEL_COLUMNS])
+        return pd.DataFrame(columns=["software", *DATASET_LABEL_COLUMNS])
     df = pd.concat(frames, ignore_index=True)
     return df[["software", *(c for c in df.columns if c != "software")]]
 

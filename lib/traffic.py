@@ -54,7 +54,6 @@ def without_backward_traffic_ms(table: pd.DataFrame) -> float:
     return float((table["total_ms"].to_numpy(float) * factor).sum())
 
 
-
 def column_sums_ms(table: pd.DataFrame) -> float:
     """A predicted kernel table's ms in the layernorm backward's column-sum kernels (lib.graph_ops.kernel_rows; 0.0
     without any): what a forecast adds for them (notebook 05)."""
