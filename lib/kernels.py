@@ -4,7 +4,8 @@
         [--method neusight|roofline|habitat|li] [--tiles spec|oracle] [--config CONFIGS.json]
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
-the others; `bytes` for op 'mem'); other columns are carried through. PRED.csv = input + pred_ms.
+the others; `bytes` for op 'mem'); other columns are carried through, but a `dtype` or `precision` column must
+say fp32 (or be blank): the predictors learned fp32 kernels only. PRED.csv = input + pred_ms.
 --tiles oracle also reads `kernel_name` and, for a name without a tile, `grid_x`, `grid_y` (AMD: `block_x`); a
 dataset CSV names them as lib.data.RENAME does (`Kernel Name`, `Grid x`, ...) and is an input as it is. KERNELS.csv
 may be a pipe (/dev/stdin): it is read once.
@@ -67,6 +68,7 @@ def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
     unknown = sorted(set(ops) - set(KNOWN_OPS))
     if unknown:
         raise KernelInputError(f"unknown op(s) {unknown[:5]}; known: {', '.join(KNOWN_OPS)}")
+    _check_precision(df)
     out = df.copy()
     out["op"] = ops
     gemm = ops.isin(GEMM_OPS).to_numpy()
@@ -90,6 +92,23 @@ def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
     for col in ("B", "M", "N", "K", "H", "bytes"):
         out[col] = pd.to_numeric(out[col], errors="coerce") if col in out.columns else np.nan
     return out
+
+
+# Every kernel the predictors learned from ran in fp32 (TF32 off), so a column asking for another precision cannot be
+# honoured: it is an error, not a column carried through while the forecast stays fp32.
+PRECISION_COLUMNS = ("dtype", "precision", "data_type")
+FP32_NAMES = ("fp32", "float32", "torch.float32", "float", "f32", "single")
+
+
+def _check_precision(df: pd.DataFrame) -> None:
+    """KernelInputError naming the first row whose dtype/precision column (any case) names anything but fp32."""
+    for col in [c for c in df.columns if str(c).strip().lower() in PRECISION_COLUMNS]:
+        text = df[col].astype(str).str.strip().str.lower()
+        bad = df[col].notna().to_numpy() & (text != "").to_numpy() & ~text.isin(FP32_NAMES).to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise KernelInputError(f"column {col!r} asks for {df[col].iloc[i]!r} (row {i}): the predictors learned "
+                                   f"fp32 kernels only (TF32 off); drop the column or give fp32")
 
 
 def _booleans(col: pd.Series) -> np.ndarray:

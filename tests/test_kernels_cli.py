@@ -83,8 +83,9 @@ def test_cli_li_cannot_forecast_an_ood_gpu(tmp_path):
     (pd.DataFrame({"OPName": ["add"], "B": [1e300], "H": [1e300]}), "row 0: dimensions too large"),
     (pd.DataFrame({"OPName": ["add", "add"], "B": [True, False], "H": [4, 4]}), "column 'B' must be a positive integer"),
     (pd.DataFrame({"OPName": ["add", None], "B": [1, 1], "H": [4, 4]}), "row 1: no op name"),
+    (pd.DataFrame({"OPName": ["add"], "B": [1], "H": [4], "dtype": ["bf16"]}), "column 'dtype' asks for 'bf16'"),
 ], ids=["unknown-op", "missing-column", "negative-dim", "fractional-dim", "no-op-column", "overflow", "boolean-dim",
-        "blank-op"])
+        "blank-op", "bf16-dtype"])
 def test_cli_bad_input_one_line(table, message, tmp_path):
     inp = tmp_path / "k.csv"
     table.to_csv(inp, index=False)
@@ -224,6 +225,17 @@ def test_booleans_inside_an_object_column_are_not_dimensions():
     table = pd.DataFrame({"op": ["add", "add"], "B": pd.Series([8, True], dtype=object), "H": [4, 4]})
     with pytest.raises(KernelInputError, match=r"column 'B' must be a positive integer .*\(row 1\)"):
         check_kernels(table)
+
+
+def test_a_precision_other_than_fp32_is_refused_not_forecast_as_fp32():
+    table = pd.DataFrame({"op": ["bmm", "bmm", "bmm"], "B": [1, 1, 1], "M": [64] * 3, "N": [64] * 3, "K": [64] * 3})
+    for col, values in (("dtype", ["fp32", "torch.float32", None]), ("Precision", ["FP32", "", "float"])):
+        assert len(check_kernels(table.assign(**{col: values}))) == 3          # fp32 in any spelling, or blank
+    with pytest.raises(KernelInputError, match=r"column 'dtype' asks for 'fp16' \(row 1\): .*fp32 kernels only"):
+        check_kernels(table.assign(dtype=["fp32", "fp16", "fp32"]))
+    with pytest.raises(KernelInputError, match=r"column 'precision' asks for 'tf32' \(row 0\)"):
+        check_kernels(table.assign(precision=["tf32", "fp32", "fp32"]))
+    assert len(check_kernels(table.assign(note=["fp16"] * 3))) == 3            # other columns are carried through
 
 
 def test_cli_usage_errors_are_one_line(tmp_path):
