@@ -1,5 +1,5 @@
 """Is a larger kernel forecast slower? Sweeps of one size, the steps where a forecast falls, and the size-guard
-trial (notebook 05, "Sizes between the grid points")."""
+trial (notebook 05, "Sizes between the grid points"); measured shapes with one dimension doubled (notebook 04)."""
 from __future__ import annotations
 
 import numpy as np
@@ -65,3 +65,50 @@ def floor_guarded(df: pd.DataFrame, predict, multiple: int = 32) -> np.ndarray:
     if len(rounded):
         np.maximum.at(out, np.concatenate(owners), np.asarray(predict(rounded), dtype=float))
     return out
+
+
+# ---------------------------------------------------------------- twice the work (notebook 04)
+
+# Twice the work should not take less time. A pair is a shape measured on a GPU and the same shape with one dimension
+# doubled (B, M, N or K of a GEMM; B or H of a vector op), measured on that GPU too (median latency per shape). It falls
+#     when  t(doubled) < (1 - DOUBLING_TOLERANCE) * t(shape)
+# once for the measured latencies and once for the forecast ones.
+DOUBLING_TOLERANCE = 0.05
+SHAPE_DIMS = ("B", "M", "N", "K", "H")
+
+
+def doubled_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """Every (shape, shape with one dimension doubled) pair measured on the same GPU in a kernel table (columns device,
+    op_class, op, B..H, latency_ms): the smaller shape, `dim`, latency_ms (median) and doubled_latency_ms (notebook 04)."""
+    keys = ["device", "op_class", "op", *SHAPE_DIMS]
+    med = df.fillna({d: -1.0 for d in SHAPE_DIMS}).groupby(keys)["latency_ms"].median().reset_index()
+    med = med.astype({d: float for d in SHAPE_DIMS})
+    parts = []
+    for d in SHAPE_DIMS:
+        small = med[med[d] > 0]                      # -1: a dimension the op does not have
+        big = med.rename(columns={"latency_ms": "doubled_latency_ms"}).assign(**{d: med[d] / 2})
+        parts.append(small.merge(big, on=keys).assign(dim=d))
+    out = pd.concat(parts, ignore_index=True)
+    return out.replace({d: {-1.0: np.nan} for d in SHAPE_DIMS})
+
+
+def doubled(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Copy of doubled_pairs' table with each row's `dim` doubled: the larger shape of every pair (notebook 04)."""
+    out = pairs.copy()
+    for d in SHAPE_DIMS:
+        rows = (out["dim"] == d).to_numpy()
+        out.loc[rows, d] = out.loc[rows, d] * 2
+    return out
+
+
+def doubling_table(pairs: pd.DataFrame, tolerance: float = DOUBLING_TOLERANCE) -> pd.DataFrame:
+    """Per GPU and op class of doubled_pairs' table with pred_ms and doubled_pred_ms: pairs, % that fall measured and
+    forecast (above), and the smallest doubled / single ratio of each (notebook 04)."""
+    t = pairs.assign(measured_ratio=pairs["doubled_latency_ms"] / pairs["latency_ms"],
+                     forecast_ratio=pairs["doubled_pred_ms"] / pairs["pred_ms"])
+    return t.groupby(["device", "op_class"]).agg(
+        pairs=("dim", "size"),
+        measured_falls_pct=("measured_ratio", lambda r: 100 * (r < 1 - tolerance).mean()),
+        forecast_falls_pct=("forecast_ratio", lambda r: 100 * (r < 1 - tolerance).mean()),
+        measured_min_ratio=("measured_ratio", "min"),
+        forecast_min_ratio=("forecast_ratio", "min")).reset_index()

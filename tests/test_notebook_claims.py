@@ -1002,6 +1002,21 @@ def test_04_softmax_even_split():
     assert ood.loc[gaps, "error"].sum() > 0.5 * ood["error"].sum()                  # "most of the softmax miss"
 
 
+def test_04_doubling_reading():
+    """04 cell dbl-read: held-out shapes with one dimension doubled, measured and forecast (04-doubling)."""
+    t = table("04-doubling")
+    says(NB04, f"of {t['pairs'].sum():,} pairs on {t['device'].nunique()} GPUs, no forecast falls by more than 5%")
+    assert (t["forecast_falls_pct"] == 0).all()
+    name = {**SHORT, A100_40: "A100-PCIE-40GB"}
+    low = t.loc[t["forecast_min_ratio"].idxmin()]
+    says(NB04, f"the smallest forecast ratio is {low.forecast_min_ratio:.2f} ({name[low.device]}, {low.op_class})")
+    falls = t[t["measured_falls_pct"] > 0].sort_values("measured_falls_pct", ascending=False)
+    low = t.loc[t["measured_min_ratio"].idxmin()]
+    says(NB04, "The measurements do fall: " + and_list(f"{r.measured_falls_pct:.1f}% of the {r.op_class} pairs on "
+                                                         f"{name[r.device]}" for r in falls.itertuples())
+         + f", down to {low.measured_min_ratio:.2f} of the single shape's time ({name[low.device]}, {low.op_class})")
+
+
 def test_05_size_guard_trial():
     sweep = table("e2e_size_guard_sweep").set_index(["device", "sweep"])["falls"]
     logo = table("e2e_size_guard_logo").set_index(["op_class", "device"])

@@ -804,6 +804,16 @@ def test_size_steps():
         f"({bert.loc[h200, 'worst_ratio']:.2f} on H200, {bert.loc[t4, 'worst_ratio']:.2f} on T4)")
 
 
+def test_doubling_on_the_grid():
+    """Held-out shapes with one dimension doubled (notebook 04, 04-doubling)."""
+    t = table("04-doubling").set_index(["device", "op_class"])
+    assert (t["forecast_falls_pct"] == 0).all()
+    say(f"of {t['pairs'].sum():,} held-out shapes whose twin with one dimension doubled was measured on the same GPU, "
+        f"no pair is forecast more than 5% faster when doubled, while "
+        f"{t.loc[('NVIDIA A100-PCIE-40GB', 'BMM'), 'measured_falls_pct']:.1f}% of A100-PCIE-40GB's measured BMM pairs")
+    assert t["measured_falls_pct"].idxmax() == ("NVIDIA A100-PCIE-40GB", "BMM")
+
+
 def test_size_guard_trial():
     """The size guard's trial (notebook 05, e2e_size_guard_sweep and e2e_size_guard_logo): fails its rule."""
     sweep = table("e2e_size_guard_sweep").set_index(["device", "sweep"])["falls"]

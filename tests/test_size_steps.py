@@ -1,4 +1,4 @@
-"""Hand-computed cases for lib.size_steps: falls along a size sweep, drops, the size guard."""
+"""Hand-computed cases for lib.size_steps: falls along a size sweep, drops, the size guard, doubled shapes."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -56,3 +56,35 @@ def test_floor_guarded_raises_a_gemm_to_its_rounded_shapes():
                 224 * 64]      # linear B = 4, M = 63: 252 rows (f 8064), rounded to 224 rows, not 4 x 32
     np.testing.assert_array_equal(out, expected)
     assert len(calls) == 2 and calls[1]["M"].notna().all() and calls[1]["op"].isin(["bmm", "linear"]).all()
+
+
+def test_doubled_pairs_by_hand():
+    # on T4: bmm (1,64,64,64) measured twice (median 1.5) and its M doubled; add (B=2, H=8) and its H doubled;
+    # the same doubled bmm on V100 has no single shape there, and add H=24 is not a doubling
+    nan = np.nan
+    df = pd.DataFrame({
+        "device": ["T4", "T4", "T4", "T4", "T4", "T4", "V100"],
+        "op_class": ["BMM", "BMM", "BMM", "EW", "EW", "EW", "BMM"],
+        "op": ["bmm", "bmm", "bmm", "add", "add", "add", "bmm"],
+        "B": [1, 1, 1, 2, 2, 2, 1], "M": [64, 64, 128, nan, nan, nan, 128], "N": [64, 64, 64, nan, nan, nan, 64],
+        "K": [64, 64, 64, nan, nan, nan, 64], "H": [nan, nan, nan, 8, 16, 24, nan],
+        "latency_ms": [1.0, 2.0, 1.2, 0.5, 0.4, 0.9, 3.0]})
+    pairs = S.doubled_pairs(df).sort_values("op").reset_index(drop=True)
+    assert pairs[["device", "op", "dim", "M", "H", "latency_ms", "doubled_latency_ms"]].to_dict("records") == [
+        {"device": "T4", "op": "add", "dim": "H", "M": pytest.approx(nan, nan_ok=True), "H": 8.0,
+         "latency_ms": 0.5, "doubled_latency_ms": 0.4},
+        {"device": "T4", "op": "bmm", "dim": "M", "M": 64.0, "H": pytest.approx(nan, nan_ok=True),
+         "latency_ms": 1.5, "doubled_latency_ms": 1.2}]
+    big = S.doubled(pairs)
+    assert big[["M", "H"]].fillna(0).to_numpy().tolist() == [[0, 16], [128, 0]]
+    assert pairs["H"].iloc[0] == 8                                   # the input is not changed
+
+
+def test_doubling_table_by_hand():
+    # ratios measured 0.8 (falls: below 0.95) and 1.9; forecast 0.96 (does not fall) and 2.0
+    pairs = pd.DataFrame({"device": ["T4", "T4"], "op_class": ["BMM", "BMM"], "dim": ["M", "K"],
+                          "latency_ms": [1.0, 1.0], "doubled_latency_ms": [0.8, 1.9],
+                          "pred_ms": [1.0, 2.0], "doubled_pred_ms": [0.96, 4.0]})
+    row = S.doubling_table(pairs).iloc[0]
+    assert (row.pairs, row.measured_falls_pct, row.forecast_falls_pct) == (2, 50.0, 0.0)
+    assert row.measured_min_ratio == pytest.approx(0.8) and row.forecast_min_ratio == pytest.approx(0.96)
