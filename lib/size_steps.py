@@ -74,6 +74,10 @@ def floor_guarded(df: pd.DataFrame, predict, multiple: int = 32) -> np.ndarray:
 #     when  t(doubled) < (1 - DOUBLING_TOLERANCE) * t(shape)
 # once for the measured latencies and once for the forecast ones.
 DOUBLING_TOLERANCE = 0.05
+# A pair is flat when the doubled shape takes less than FLAT_RATIO times the single one's measured time: the larger
+# shape costs (almost) nothing more, as when the single shape leaves half of every tile empty.
+FLAT_RATIO = 1.1
+ALL_GPUS = "all GPUs"
 SHAPE_DIMS = ("B", "M", "N", "K", "H")
 
 
@@ -102,13 +106,22 @@ def doubled(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def doubling_table(pairs: pd.DataFrame, tolerance: float = DOUBLING_TOLERANCE) -> pd.DataFrame:
-    """Per GPU and op class of doubled_pairs' table with pred_ms and doubled_pred_ms: pairs, % that fall measured and
-    forecast (above), and the smallest doubled / single ratio of each (notebook 04)."""
+    """Per GPU and op class of doubled_pairs' table with pred_ms and doubled_pred_ms, then per class over every GPU
+    ('all GPUs'): pairs, % that fall measured and forecast (above), the smallest doubled / single ratio of each, and the
+    pairs whose measured time grows by less than FLAT_RATIO, with the medians of their forecast ratio and of forecast /
+    measured for the single and the doubled shape (notebook 04)."""
     t = pairs.assign(measured_ratio=pairs["doubled_latency_ms"] / pairs["latency_ms"],
                      forecast_ratio=pairs["doubled_pred_ms"] / pairs["pred_ms"])
-    return t.groupby(["device", "op_class"]).agg(
-        pairs=("dim", "size"),
-        measured_falls_pct=("measured_ratio", lambda r: 100 * (r < 1 - tolerance).mean()),
-        forecast_falls_pct=("forecast_ratio", lambda r: 100 * (r < 1 - tolerance).mean()),
-        measured_min_ratio=("measured_ratio", "min"),
-        forecast_min_ratio=("forecast_ratio", "min")).reset_index()
+    t = t.assign(flat=t["measured_ratio"] < FLAT_RATIO)
+    t = t.assign(flat_forecast=t["forecast_ratio"].where(t["flat"]),
+                 flat_single_bias=(t["pred_ms"] / t["latency_ms"]).where(t["flat"]),
+                 flat_doubled_bias=(t["doubled_pred_ms"] / t["doubled_latency_ms"]).where(t["flat"]))
+    stats = dict(pairs=("dim", "size"),
+                 measured_falls_pct=("measured_ratio", lambda r: 100 * (r < 1 - tolerance).mean()),
+                 forecast_falls_pct=("forecast_ratio", lambda r: 100 * (r < 1 - tolerance).mean()),
+                 measured_min_ratio=("measured_ratio", "min"), forecast_min_ratio=("forecast_ratio", "min"),
+                 flat_pairs=("flat", "sum"), flat_forecast_median=("flat_forecast", "median"),
+                 flat_single_bias=("flat_single_bias", "median"), flat_doubled_bias=("flat_doubled_bias", "median"))
+    per_gpu = t.groupby(["device", "op_class"]).agg(**stats).reset_index()
+    pooled = t.groupby("op_class").agg(**stats).reset_index().assign(device=ALL_GPUS)
+    return pd.concat([per_gpu, pooled[per_gpu.columns]], ignore_index=True)

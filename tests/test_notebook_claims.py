@@ -1004,7 +1004,10 @@ def test_04_softmax_even_split():
 
 def test_04_doubling_reading():
     """04 cell dbl-read: held-out shapes with one dimension doubled, measured and forecast (04-doubling)."""
-    t = table("04-doubling")
+    from lib.size_steps import ALL_GPUS
+    table_all = table("04-doubling")
+    t, pooled = table_all[table_all["device"] != ALL_GPUS], table_all[table_all["device"] == ALL_GPUS]
+    assert t["pairs"].sum() == pooled["pairs"].sum()
     says(NB04, f"of {t['pairs'].sum():,} pairs on {t['device'].nunique()} GPUs, no forecast falls by more than 5%")
     assert (t["forecast_falls_pct"] == 0).all()
     name = {**SHORT, A100_40: "A100-PCIE-40GB"}
@@ -1015,6 +1018,11 @@ def test_04_doubling_reading():
     says(NB04, "The measurements do fall: " + and_list(f"{r.measured_falls_pct:.1f}% of the {r.op_class} pairs on "
                                                          f"{name[r.device]}" for r in falls.itertuples())
          + f", down to {low.measured_min_ratio:.2f} of the single shape's time ({name[low.device]}, {low.op_class})")
+    bmm = pooled[pooled["op_class"] == "BMM"].iloc[0]
+    says(NB04, f"{bmm.flat_pairs:,} of the {bmm.pairs:,} BMM pairs ({100 * bmm.flat_pairs / bmm.pairs:.1f}%) are flat")
+    says(NB04, f"the forecast still says {bmm.flat_forecast_median:.2f} times (median over every GPU)")
+    says(NB04, f"it is forecast at a median {bmm.flat_single_bias:.2f} of its measured time, the doubled one at "
+               f"{bmm.flat_doubled_bias:.2f}")
 
 
 def test_05_size_guard_trial():

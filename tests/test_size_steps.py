@@ -85,6 +85,17 @@ def test_doubling_table_by_hand():
     pairs = pd.DataFrame({"device": ["T4", "T4"], "op_class": ["BMM", "BMM"], "dim": ["M", "K"],
                           "latency_ms": [1.0, 1.0], "doubled_latency_ms": [0.8, 1.9],
                           "pred_ms": [1.0, 2.0], "doubled_pred_ms": [0.96, 4.0]})
-    row = S.doubling_table(pairs).iloc[0]
-    assert (row.pairs, row.measured_falls_pct, row.forecast_falls_pct) == (2, 50.0, 0.0)
+    # with a pair on V100 measured 1.05 (flat: below 1.1), forecast 1.8
+    pairs.loc[2] = ["V100", "BMM", "B", 2.0, 2.1, 1.0, 1.8]
+    t = S.doubling_table(pairs).set_index("device")
+    assert list(t.index) == ["T4", "V100", S.ALL_GPUS]
+    row = t.loc["T4"]
+    assert (row.pairs, row.measured_falls_pct, row.forecast_falls_pct, row.flat_pairs) == (2, 50.0, 0.0, 1)
     assert row.measured_min_ratio == pytest.approx(0.8) and row.forecast_min_ratio == pytest.approx(0.96)
+    assert row.flat_forecast_median == pytest.approx(0.96)             # the falling pair is flat too (0.8 < 1.1)
+    pooled = t.loc[S.ALL_GPUS]
+    assert (pooled.pairs, pooled.flat_pairs) == (3, 2)
+    assert pooled.measured_falls_pct == pytest.approx(100 / 3) and pooled.flat_forecast_median == pytest.approx(1.38)
+    # forecast / measured of the flat pairs: single 1.0 / 1.0 and 1.0 / 2.0, doubled 0.96 / 0.8 = 1.2 and 1.8 / 2.1
+    assert pooled.flat_single_bias == pytest.approx(0.75)
+    assert pooled.flat_doubled_bias == pytest.approx((1.2 + 1.8 / 2.1) / 2)
