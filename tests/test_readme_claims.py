@@ -813,6 +813,10 @@ def test_doubling_on_the_grid():
         f"no pair is forecast more than 5% faster when doubled, while "
         f"{t.loc[('NVIDIA A100-PCIE-40GB', 'BMM'), 'measured_falls_pct']:.1f}% of A100-PCIE-40GB's measured BMM pairs")
     assert t["measured_falls_pct"].idxmax() == ("NVIDIA A100-PCIE-40GB", "BMM")
+    bmm = table("04-doubling").set_index(["device", "op_class"]).loc[(ALL_GPUS, "BMM")]
+    say(f"{100 * bmm.flat_pairs / bmm.pairs:.1f}% of the BMM pairs cost less than 1.1 times as much measured when "
+        f"doubled")
+    say(f"the single shape is forecast at a median {bmm.flat_single_bias:.2f} of its measured time")
 
 
 def test_size_guard_trial():
