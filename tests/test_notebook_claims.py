@@ -1025,6 +1025,25 @@ def test_04_doubling_reading():
                f"{bmm.flat_doubled_bias:.2f}")
 
 
+def test_05_narrow_bmm_reading():
+    """05 cell narrow-bmm-read: attention's BMMs with 64 output columns, against the other BMMs (e2e_matched_narrow_bmm)."""
+    t = table("e2e_matched_narrow_bmm")
+    narrow = t[t["nodes"].str.startswith("BMM, at most")].set_index(["device", "mode"])
+    other = t[t["nodes"] == "other BMM"].set_index(["device", "mode"])
+    a80, a40, p100 = (A100_80, "training"), (A100_40, "inference"), ("Tesla P100-PCIE-16GB", "inference")
+    h100, t4 = (H100, "inference"), ("Tesla T4", "inference")
+    r = lambda tab, k, col="kernel_over_pred": f"{tab.loc[k, col]:.2f}"
+    says(NB05, f"the kernel dataset times them at {r(narrow, a80)}, {r(narrow, a40)} and {r(narrow, p100)} times our "
+               f"forecast, while the other BMM nodes of those GPUs come out at {r(other, a80)}, {r(other, a40)} and "
+               f"{r(other, p100)}")
+    says(NB05, f"do not show it ({r(narrow, h100)} and {r(narrow, t4)}, against {r(other, h100)} and {r(other, t4)} for "
+               "their other BMM nodes)")
+    says(NB05, f"the narrow nodes take {100 * narrow.loc[a40, 'matched_share']:.1f}% of an inference label's time")
+    ape = lambda k: f"from {narrow.loc[k, 'neusight_ape']:.2f}% to {narrow.loc[k, 'exact_ape_pct']:.2f}%"
+    says(NB05, f"{ape(a80)} on the A100-80GB (training) and {ape(a40)} on the A100-PCIE-40GB, but {ape(p100)} on the P100")
+    assert narrow.loc[p100, "exact_ape_pct"] > narrow.loc[p100, "neusight_ape"]      # "this bias offsets it"
+
+
 def test_05_size_guard_trial():
     sweep = table("e2e_size_guard_sweep").set_index(["device", "sweep"])["falls"]
     logo = table("e2e_size_guard_logo").set_index(["op_class", "device"])

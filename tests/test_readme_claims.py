@@ -817,6 +817,10 @@ def test_doubling_on_the_grid():
     say(f"{100 * bmm.flat_pairs / bmm.pairs:.1f}% of the BMM pairs cost less than 1.1 times as much measured when "
         f"doubled")
     say(f"the single shape is forecast at a median {bmm.flat_single_bias:.2f} of its measured time")
+    narrow = table("e2e_matched_narrow_bmm")
+    narrow = narrow[narrow["nodes"].str.startswith("BMM, at most")].set_index("device")["kernel_over_pred"]
+    biased = narrow[["NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB"]]
+    say(f"the kernel dataset times it at {biased.min():.2f}-{biased.max():.2f} times our forecast")
 
 
 def test_size_guard_trial():
