@@ -4,8 +4,8 @@
         [--method neusight|roofline|habitat|li] [--tiles spec|oracle] [--config CONFIGS.json]
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
-the others; `bytes` for op 'mem'); other columns are carried through, but a `dtype` or `precision` column must
-say fp32 (or be blank): the predictors learned fp32 kernels only. PRED.csv = input + pred_ms.
+the others; `bytes` for op 'mem'); other columns are carried through, but a `dtype`, `precision` or `data_type`
+column must say fp32 (or be blank): the predictors learned fp32 kernels only. PRED.csv = input + pred_ms.
 --tiles oracle also reads `kernel_name` and, for a name without a tile, `grid_x`, `grid_y` (AMD: `block_x`); a
 dataset CSV names them as lib.data.RENAME does (`Kernel Name`, `Grid x`, ...) and is an input as it is. KERNELS.csv
 may be a pipe (/dev/stdin): it is read once.

@@ -83,15 +83,19 @@ SHAPE_DIMS = ("B", "M", "N", "K", "H")
 
 def doubled_pairs(df: pd.DataFrame) -> pd.DataFrame:
     """Every (shape, shape with one dimension doubled) pair measured on the same GPU in a kernel table (columns device,
-    op_class, op, B..H, latency_ms): the smaller shape, `dim`, latency_ms (median) and doubled_latency_ms (notebook 04)."""
+    op_class, op, B..H, latency_ms; kernel_name if present): the smaller shape, `dim`, latency_ms (median) and
+    doubled_latency_ms, and kernel_name / doubled_kernel_name (each shape's first row's) (notebook 04)."""
     keys = ["device", "op_class", "op", *SHAPE_DIMS]
-    med = df.fillna({d: -1.0 for d in SHAPE_DIMS}).groupby(keys)["latency_ms"].median().reset_index()
-    med = med.astype({d: float for d in SHAPE_DIMS})
+    groups = df.fillna({d: -1.0 for d in SHAPE_DIMS}).groupby(keys)
+    med = groups["latency_ms"].median().to_frame()
+    if "kernel_name" in df.columns:              # the dataset runs one kernel per shape and GPU
+        med["kernel_name"] = groups["kernel_name"].first()
+    med = med.reset_index().astype({d: float for d in SHAPE_DIMS})
     parts = []
     for d in SHAPE_DIMS:
         small = med[med[d] > 0]                      # -1: a dimension the op does not have
-        big = med.rename(columns={"latency_ms": "doubled_latency_ms"}).assign(**{d: med[d] / 2})
-        parts.append(small.merge(big, on=keys).assign(dim=d))
+        big = med.rename(columns={"latency_ms": "doubled_latency_ms", "kernel_name": "doubled_kernel_name"})
+        parts.append(small.merge(big.assign(**{d: med[d] / 2}), on=keys).assign(dim=d))
     out = pd.concat(parts, ignore_index=True)
     return out.replace({d: {-1.0: np.nan} for d in SHAPE_DIMS})
 
@@ -107,19 +111,24 @@ def doubled(pairs: pd.DataFrame) -> pd.DataFrame:
 
 def doubling_table(pairs: pd.DataFrame, tolerance: float = DOUBLING_TOLERANCE) -> pd.DataFrame:
     """Per GPU and op class of doubled_pairs' table with pred_ms and doubled_pred_ms, then per class over every GPU
-    ('all GPUs'): pairs, % that fall measured and forecast (above), the smallest doubled / single ratio of each, and the
-    pairs whose measured time grows by less than FLAT_RATIO, with the medians of their forecast ratio and of forecast /
-    measured for the single and the doubled shape (notebook 04)."""
+    ('all GPUs'): pairs, % that fall measured and forecast (above), the smallest doubled / single ratio of each, how
+    many measured falls run one kernel (by name) for both shapes, and the pairs whose measured time grows by less than
+    FLAT_RATIO, with the medians of their forecast ratio and of forecast / measured for the single and the doubled
+    shape (notebook 04)."""
     t = pairs.assign(measured_ratio=pairs["doubled_latency_ms"] / pairs["latency_ms"],
                      forecast_ratio=pairs["doubled_pred_ms"] / pairs["pred_ms"])
+    same = (t["kernel_name"] == t["doubled_kernel_name"]) if "kernel_name" in t.columns else False
+    t = t.assign(measured_falls=t["measured_ratio"] < 1 - tolerance)
+    t = t.assign(falls_same_kernel=t["measured_falls"] & same)
     t = t.assign(flat=t["measured_ratio"] < FLAT_RATIO)
     t = t.assign(flat_forecast=t["forecast_ratio"].where(t["flat"]),
                  flat_single_bias=(t["pred_ms"] / t["latency_ms"]).where(t["flat"]),
                  flat_doubled_bias=(t["doubled_pred_ms"] / t["doubled_latency_ms"]).where(t["flat"]))
     stats = dict(pairs=("dim", "size"),
-                 measured_falls_pct=("measured_ratio", lambda r: 100 * (r < 1 - tolerance).mean()),
+                 measured_falls_pct=("measured_falls", lambda f: 100 * f.mean()),
                  forecast_falls_pct=("forecast_ratio", lambda r: 100 * (r < 1 - tolerance).mean()),
                  measured_min_ratio=("measured_ratio", "min"), forecast_min_ratio=("forecast_ratio", "min"),
+                 measured_falls=("measured_falls", "sum"), falls_same_kernel=("falls_same_kernel", "sum"),
                  flat_pairs=("flat", "sum"), flat_forecast_median=("flat_forecast", "median"),
                  flat_single_bias=("flat_single_bias", "median"), flat_doubled_bias=("flat_doubled_bias", "median"))
     per_gpu = t.groupby(["device", "op_class"]).agg(**stats).reset_index()

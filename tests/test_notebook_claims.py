@@ -1019,29 +1019,38 @@ def test_04_doubling_reading():
                                                          f"{name[r.device]}" for r in falls.itertuples())
          + f", down to {low.measured_min_ratio:.2f} of the single shape's time ({name[low.device]}, {low.op_class})")
     bmm = pooled[pooled["op_class"] == "BMM"].iloc[0]
+    a100s = t[t["device"].isin([A100_40, A100_80]) & (t["op_class"] == "BMM")]
+    assert (a100s["falls_same_kernel"] == a100s["measured_falls"]).all()          # "every one on the two A100s"
+    assert set(t.loc[t["falls_same_kernel"] < t["measured_falls"], "device"]) == {"Tesla T4"}   # "only on T4"
+    says(NB04, f"{bmm.falls_same_kernel:,} of the {bmm.measured_falls:,} BMM pairs that fall run the same kernel")
     says(NB04, f"{bmm.flat_pairs:,} of the {bmm.pairs:,} BMM pairs ({100 * bmm.flat_pairs / bmm.pairs:.1f}%) are flat")
-    says(NB04, f"the forecast still says {bmm.flat_forecast_median:.2f} times (median over every GPU)")
+    says(NB04, f"the forecast still says {bmm.flat_forecast_median:.2f} times (median over the pooled pairs of every GPU")
     says(NB04, f"it is forecast at a median {bmm.flat_single_bias:.2f} of its measured time, the doubled one at "
                f"{bmm.flat_doubled_bias:.2f}")
 
 
 def test_05_narrow_bmm_reading():
-    """05 cell narrow-bmm-read: attention's BMMs with 64 output columns, against the other BMMs (e2e_matched_narrow_bmm)."""
+    """05 cell narrow-bmm-read: attention's BMMs with 64 output columns, against the other BMMs (e2e_matched_narrow_bmm,
+    saved rounded as the reading quotes it)."""
     t = table("e2e_matched_narrow_bmm")
     narrow = t[t["nodes"].str.startswith("BMM, at most")].set_index(["device", "mode"])
     other = t[t["nodes"] == "other BMM"].set_index(["device", "mode"])
     a80, a40, p100 = (A100_80, "training"), (A100_40, "inference"), ("Tesla P100-PCIE-16GB", "inference")
-    h100, t4 = (H100, "inference"), ("Tesla T4", "inference")
-    r = lambda tab, k, col="kernel_over_pred": f"{tab.loc[k, col]:.2f}"
+    h100_inf, h100_train, t4 = (H100, "inference"), (H100, "training"), ("Tesla T4", "inference")
+    r = lambda tab, k: f"{tab.loc[k, 'kernel_over_pred']:.2f}"
     says(NB05, f"the kernel dataset times them at {r(narrow, a80)}, {r(narrow, a40)} and {r(narrow, p100)} times our "
                f"forecast, while the other BMM nodes of those GPUs come out at {r(other, a80)}, {r(other, a40)} and "
                f"{r(other, p100)}")
-    says(NB05, f"do not show it ({r(narrow, h100)} and {r(narrow, t4)}, against {r(other, h100)} and {r(other, t4)} for "
-               "their other BMM nodes)")
+    says(NB05, f"The H100 does not show it ({r(narrow, h100_inf)} and {r(narrow, h100_train)} over its inference and "
+               f"training labels, against {r(other, h100_inf)} and {r(other, h100_train)} for its other BMM nodes), nor "
+               f"does the T4 ({r(narrow, t4)}, against {r(other, t4)})")
     says(NB05, f"the narrow nodes take {100 * narrow.loc[a40, 'matched_share']:.1f}% of an inference label's time")
-    ape = lambda k: f"from {narrow.loc[k, 'neusight_ape']:.2f}% to {narrow.loc[k, 'exact_ape_pct']:.2f}%"
+    ape = lambda k: f"from {narrow.loc[k, 'neusight_ape']:.1f}% to {narrow.loc[k, 'exact_ape_pct']:.1f}%"
     says(NB05, f"{ape(a80)} on the A100-80GB (training) and {ape(a40)} on the A100-PCIE-40GB, but {ape(p100)} on the P100")
     assert narrow.loc[p100, "exact_ape_pct"] > narrow.loc[p100, "neusight_ape"]      # "this bias offsets it"
+    matched_a80 = table("e2e_matched_forecast").set_index(["device", "mode"]).loc[a80, "labels"]
+    says(NB05, f"({WORDS[int(narrow.loc[a80, 'labels'])]} on the A100-80GB, where the section above counts "
+               f"{WORDS[int(matched_a80)]} with any matched node)")
 
 
 def test_05_size_guard_trial():

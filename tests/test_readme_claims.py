@@ -809,8 +809,8 @@ def test_doubling_on_the_grid():
     from lib.size_steps import ALL_GPUS
     t = table("04-doubling").set_index(["device", "op_class"]).drop(index=ALL_GPUS, level="device")
     assert (t["forecast_falls_pct"] == 0).all()
-    say(f"of {t['pairs'].sum():,} held-out shapes whose twin with one dimension doubled was measured on the same GPU, "
-        f"no pair is forecast more than 5% faster when doubled, while "
+    say(f"of {t['pairs'].sum():,} pairs of a held-out shape and its twin with one dimension doubled, both measured on "
+        f"the same GPU, no pair is forecast more than 5% faster when doubled, while "
         f"{t.loc[('NVIDIA A100-PCIE-40GB', 'BMM'), 'measured_falls_pct']:.1f}% of A100-PCIE-40GB's measured BMM pairs")
     assert t["measured_falls_pct"].idxmax() == ("NVIDIA A100-PCIE-40GB", "BMM")
     bmm = table("04-doubling").set_index(["device", "op_class"]).loc[(ALL_GPUS, "BMM")]

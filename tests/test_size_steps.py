@@ -59,43 +59,53 @@ def test_floor_guarded_raises_a_gemm_to_its_rounded_shapes():
 
 
 def test_doubled_pairs_by_hand():
-    # on T4: bmm (1,64,64,64) measured twice (median 1.5) and its M doubled; add (B=2, H=8) and its H doubled;
-    # the same doubled bmm on V100 has no single shape there, and add H=24 is not a doubling
+    # on T4: bmm (1,64,64,64) measured three times (1, 2, 6: median 2, mean 3) with M doubled to 128 and again to 256,
+    # a chain in which (1,128,64,64) is both a doubled and a single shape; add (B=2, H=8) and its H doubled; the
+    # doubled bmm on V100 has no single shape there, and add H=24 is not a doubling
     nan = np.nan
     df = pd.DataFrame({
-        "device": ["T4", "T4", "T4", "T4", "T4", "T4", "V100"],
-        "op_class": ["BMM", "BMM", "BMM", "EW", "EW", "EW", "BMM"],
-        "op": ["bmm", "bmm", "bmm", "add", "add", "add", "bmm"],
-        "B": [1, 1, 1, 2, 2, 2, 1], "M": [64, 64, 128, nan, nan, nan, 128], "N": [64, 64, 64, nan, nan, nan, 64],
-        "K": [64, 64, 64, nan, nan, nan, 64], "H": [nan, nan, nan, 8, 16, 24, nan],
-        "latency_ms": [1.0, 2.0, 1.2, 0.5, 0.4, 0.9, 3.0]})
-    pairs = S.doubled_pairs(df).sort_values("op").reset_index(drop=True)
-    assert pairs[["device", "op", "dim", "M", "H", "latency_ms", "doubled_latency_ms"]].to_dict("records") == [
-        {"device": "T4", "op": "add", "dim": "H", "M": pytest.approx(nan, nan_ok=True), "H": 8.0,
-         "latency_ms": 0.5, "doubled_latency_ms": 0.4},
-        {"device": "T4", "op": "bmm", "dim": "M", "M": 64.0, "H": pytest.approx(nan, nan_ok=True),
-         "latency_ms": 1.5, "doubled_latency_ms": 1.2}]
+        "device": ["T4"] * 8 + ["V100"],
+        "op_class": ["BMM"] * 5 + ["EW"] * 3 + ["BMM"],
+        "op": ["bmm"] * 5 + ["add"] * 3 + ["bmm"],
+        "B": [1, 1, 1, 1, 1, 2, 2, 2, 1], "M": [64, 64, 64, 128, 256, nan, nan, nan, 128],
+        "N": [64] * 5 + [nan] * 3 + [64], "K": [64] * 5 + [nan] * 3 + [64], "H": [nan] * 5 + [8, 16, 24, nan],
+        "latency_ms": [1.0, 2.0, 6.0, 1.2, 2.5, 0.5, 0.4, 0.9, 3.0],
+        "kernel_name": ["k64"] * 3 + ["k64", "k128", "e", "e", "e", "k64"]})
+    pairs = S.doubled_pairs(df).sort_values(["op", "M"]).reset_index(drop=True)
+    got = pairs[["device", "op", "dim", "M", "H", "latency_ms", "doubled_latency_ms", "kernel_name",
+                 "doubled_kernel_name"]].fillna(0).to_dict("records")
+    assert got == [
+        {"device": "T4", "op": "add", "dim": "H", "M": 0, "H": 8.0, "latency_ms": 0.5, "doubled_latency_ms": 0.4,
+         "kernel_name": "e", "doubled_kernel_name": "e"},
+        {"device": "T4", "op": "bmm", "dim": "M", "M": 64.0, "H": 0, "latency_ms": 2.0, "doubled_latency_ms": 1.2,
+         "kernel_name": "k64", "doubled_kernel_name": "k64"},
+        {"device": "T4", "op": "bmm", "dim": "M", "M": 128.0, "H": 0, "latency_ms": 1.2, "doubled_latency_ms": 2.5,
+         "kernel_name": "k64", "doubled_kernel_name": "k128"}]
     big = S.doubled(pairs)
-    assert big[["M", "H"]].fillna(0).to_numpy().tolist() == [[0, 16], [128, 0]]
+    assert big[["M", "H"]].fillna(0).to_numpy().tolist() == [[0, 16], [128, 0], [256, 0]]
     assert pairs["H"].iloc[0] == 8                                   # the input is not changed
+    assert "kernel_name" not in S.doubled_pairs(df.drop(columns="kernel_name")).columns
 
 
 def test_doubling_table_by_hand():
-    # ratios measured 0.8 (falls: below 0.95) and 1.9; forecast 0.96 (does not fall) and 2.0
-    pairs = pd.DataFrame({"device": ["T4", "T4"], "op_class": ["BMM", "BMM"], "dim": ["M", "K"],
-                          "latency_ms": [1.0, 1.0], "doubled_latency_ms": [0.8, 1.9],
-                          "pred_ms": [1.0, 2.0], "doubled_pred_ms": [0.96, 4.0]})
-    # with a pair on V100 measured 1.05 (flat: below 1.1), forecast 1.8
-    pairs.loc[2] = ["V100", "BMM", "B", 2.0, 2.1, 1.0, 1.8]
+    # T4: ratios measured 0.8 (falls: below 0.95; same kernel), 0.95 (on the boundary: does not fall; flat) and 1.9;
+    # forecast 0.96, 1.0 and 2.0. V100: measured 1.05 (flat: below 1.1; 1.1 itself is not flat), forecast 1.8
+    pairs = pd.DataFrame({"device": ["T4", "T4", "T4", "V100", "V100"], "op_class": ["BMM"] * 5,
+                          "dim": ["M", "M", "K", "B", "B"],
+                          "latency_ms": [1.0, 1.0, 1.0, 2.0, 1.0], "doubled_latency_ms": [0.8, 0.95, 1.9, 2.1, 1.1],
+                          "pred_ms": [1.0, 1.0, 2.0, 1.0, 1.0], "doubled_pred_ms": [0.96, 1.0, 4.0, 1.8, 1.5],
+                          "kernel_name": ["a", "a", "a", "b", "b"], "doubled_kernel_name": ["a", "c", "a", "b", "b"]})
     t = S.doubling_table(pairs).set_index("device")
     assert list(t.index) == ["T4", "V100", S.ALL_GPUS]
     row = t.loc["T4"]
-    assert (row.pairs, row.measured_falls_pct, row.forecast_falls_pct, row.flat_pairs) == (2, 50.0, 0.0, 1)
+    assert (row.pairs, row.measured_falls, row.falls_same_kernel, row.flat_pairs) == (3, 1, 1, 2)
+    assert (row.measured_falls_pct, row.forecast_falls_pct) == (pytest.approx(100 / 3), 0.0)
     assert row.measured_min_ratio == pytest.approx(0.8) and row.forecast_min_ratio == pytest.approx(0.96)
-    assert row.flat_forecast_median == pytest.approx(0.96)             # the falling pair is flat too (0.8 < 1.1)
+    assert row.flat_forecast_median == pytest.approx(0.98)           # flat: 0.8 and 0.95 (forecast 0.96 and 1.0)
     pooled = t.loc[S.ALL_GPUS]
-    assert (pooled.pairs, pooled.flat_pairs) == (3, 2)
-    assert pooled.measured_falls_pct == pytest.approx(100 / 3) and pooled.flat_forecast_median == pytest.approx(1.38)
-    # forecast / measured of the flat pairs: single 1.0 / 1.0 and 1.0 / 2.0, doubled 0.96 / 0.8 = 1.2 and 1.8 / 2.1
-    assert pooled.flat_single_bias == pytest.approx(0.75)
-    assert pooled.flat_doubled_bias == pytest.approx((1.2 + 1.8 / 2.1) / 2)
+    assert (pooled.pairs, pooled.flat_pairs) == (5, 3)
+    # flat pairs: forecast ratios 0.96, 1.0, 1.8 (median 1.0, mean 1.25); forecast / measured of the single shapes
+    # 1.0, 1.0, 0.5 (median 1.0) and of the doubled ones 1.2, 1.05, 1.8 / 2.1 = 0.857 (median 1.05)
+    assert pooled.flat_forecast_median == pytest.approx(1.0)
+    assert pooled.flat_single_bias == pytest.approx(1.0) and pooled.flat_doubled_bias == pytest.approx(1.0 / 0.95)
+    assert S.doubling_table(pairs.drop(columns=["kernel_name", "doubled_kernel_name"])).falls_same_kernel.sum() == 0
