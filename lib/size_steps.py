@@ -111,14 +111,14 @@ def doubled(pairs: pd.DataFrame) -> pd.DataFrame:
 
 def doubling_table(pairs: pd.DataFrame, tolerance: float = DOUBLING_TOLERANCE) -> pd.DataFrame:
     """Per GPU and op class of doubled_pairs' table with pred_ms and doubled_pred_ms, then per class over every GPU
-    ('all GPUs'): pairs, % that fall measured and forecast (above), the smallest doubled / single ratio of each, how
+    ('all GPUs'): pairs, how many and % fall measured and forecast (above), the smallest doubled / single ratio of each, how
     many measured falls run one kernel (by name) for both shapes, and the pairs whose measured time grows by less than
     FLAT_RATIO, with the medians of their forecast ratio and of forecast / measured for the single and the doubled
     shape (notebook 04)."""
     t = pairs.assign(measured_ratio=pairs["doubled_latency_ms"] / pairs["latency_ms"],
                      forecast_ratio=pairs["doubled_pred_ms"] / pairs["pred_ms"])
     same = (t["kernel_name"] == t["doubled_kernel_name"]) if "kernel_name" in t.columns else False
-    t = t.assign(measured_falls=t["measured_ratio"] < 1 - tolerance)
+    t = t.assign(measured_falls=t["measured_ratio"] < 1 - tolerance, forecast_falls=t["forecast_ratio"] < 1 - tolerance)
     t = t.assign(falls_same_kernel=t["measured_falls"] & same)
     t = t.assign(flat=t["measured_ratio"] < FLAT_RATIO)
     t = t.assign(flat_forecast=t["forecast_ratio"].where(t["flat"]),
@@ -126,11 +126,25 @@ def doubling_table(pairs: pd.DataFrame, tolerance: float = DOUBLING_TOLERANCE) -
                  flat_doubled_bias=(t["doubled_pred_ms"] / t["doubled_latency_ms"]).where(t["flat"]))
     stats = dict(pairs=("dim", "size"),
                  measured_falls_pct=("measured_falls", lambda f: 100 * f.mean()),
-                 forecast_falls_pct=("forecast_ratio", lambda r: 100 * (r < 1 - tolerance).mean()),
+                 forecast_falls_pct=("forecast_falls", lambda f: 100 * f.mean()),
                  measured_min_ratio=("measured_ratio", "min"), forecast_min_ratio=("forecast_ratio", "min"),
-                 measured_falls=("measured_falls", "sum"), falls_same_kernel=("falls_same_kernel", "sum"),
+                 measured_falls=("measured_falls", "sum"), forecast_falls=("forecast_falls", "sum"),
+                 falls_same_kernel=("falls_same_kernel", "sum"),
                  flat_pairs=("flat", "sum"), flat_forecast_median=("flat_forecast", "median"),
                  flat_single_bias=("flat_single_bias", "median"), flat_doubled_bias=("flat_doubled_bias", "median"))
     per_gpu = t.groupby(["device", "op_class"]).agg(**stats).reset_index()
     pooled = t.groupby("op_class").agg(**stats).reset_index().assign(device=ALL_GPUS)
     return pd.concat([per_gpu, pooled[per_gpu.columns]], ignore_index=True)
+
+
+def flat_pairs(pairs: pd.DataFrame, op_class: str = "BMM") -> pd.DataFrame:
+    """The flat pairs of one class in doubled_pairs' table (doubled shape measured at under FLAT_RATIO times the
+    single one), with `size` (the doubled dimension's size before doubling) and, where M or K was doubled,
+    `tile_on_dim`: the single shape's measured tile on it, from its kernel name (lib.tiles.gemm_tile_from_name: tile_m
+    covers M, tile_n covers K; NaN without one) (notebook 04)."""
+    from .tiles import gemm_tile_from_name
+    flat = pairs[(pairs["op_class"] == op_class) & (pairs["doubled_latency_ms"] < FLAT_RATIO * pairs["latency_ms"])]
+    size = [r[d] for d, (_, r) in zip(flat["dim"], flat.iterrows())]
+    tiles = [gemm_tile_from_name(k) or (np.nan, np.nan) for k in flat.get("kernel_name", [None] * len(flat))]
+    on_dim = [t[0] if d == "M" else t[1] if d == "K" else np.nan for t, d in zip(tiles, flat["dim"])]
+    return flat.assign(size=np.array(size, dtype=float), tile_on_dim=np.array(on_dim, dtype=float))

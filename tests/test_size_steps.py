@@ -108,4 +108,18 @@ def test_doubling_table_by_hand():
     # 1.0, 1.0, 0.5 (median 1.0) and of the doubled ones 1.2, 1.05, 1.8 / 2.1 = 0.857 (median 1.05)
     assert pooled.flat_forecast_median == pytest.approx(1.0)
     assert pooled.flat_single_bias == pytest.approx(1.0) and pooled.flat_doubled_bias == pytest.approx(1.0 / 0.95)
+    assert (row.forecast_falls, t.loc["V100"].forecast_falls) == (0, 0)
     assert S.doubling_table(pairs.drop(columns=["kernel_name", "doubled_kernel_name"])).falls_same_kernel.sum() == 0
+
+
+def test_flat_pairs_by_hand():
+    # flat: M 64 -> 128 at 1.05x on a 128x128 kernel (tile on M: 128), K 64 -> 128 at 1.0x on a 64x64 one (tile on K:
+    # 64), B 12 -> 24 at 1.08x (no tile on B); not flat: 1.1x, and an add pair at 1.0x (another class)
+    pairs = pd.DataFrame({"op_class": ["BMM"] * 4 + ["EW"], "dim": ["M", "K", "B", "M", "H"],
+                          "B": [1, 1, 12, 1, 4], "M": [64, 64, 64, 64, np.nan], "K": [64, 64, 64, 64, np.nan],
+                          "H": [np.nan] * 4 + [8], "latency_ms": [1.0, 1.0, 1.0, 1.0, 1.0],
+                          "doubled_latency_ms": [1.05, 1.0, 1.08, 1.1, 1.0],
+                          "kernel_name": ["ampere_sgemm_128x128_nn", "volta_sgemm_64x64_nn", "x", "x", "y"]})
+    flat = S.flat_pairs(pairs)
+    assert flat["dim"].tolist() == ["M", "K", "B"] and flat["size"].tolist() == [64, 64, 12]
+    assert flat["tile_on_dim"].fillna(0).tolist() == [128, 64, 0]
