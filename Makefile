@@ -66,7 +66,7 @@ notebooks-smoke: data ## prepare smoke notebooks (papermill parameters) and run 
 	$(PY) -m lib.notebooks prepare smoke $(NOTEBOOKS)
 	cd build/smoke && NEUSIGHT_FIGURES=$(CURDIR)/build/smoke/figures ../../$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --rootdir=. $(addsuffix .ipynb,$(NAMES))
 
-repro: data ## one minute: does this machine train the committed weights? (lib.repro; exit 1 if not)
+repro: data ## one minute on an idle machine: does this machine train the committed weights? (lib.repro; exit 1 if not)
 	$(PY) -m lib.repro
 
 bench: data ## measure set-up, data load, training and forecast speed: figures/tables/bench.csv

@@ -1,7 +1,11 @@
-"""The map of figures/ (figures/INDEX.md): which notebook, and which section of it, writes each table and figure.
+"""Maps: of figures/ (figures/INDEX.md: which notebook and section writes each table and figure), and of the long
+notebooks (their tables of contents).
 
     python -m lib.outputs            write figures/INDEX.md from the notebooks' source (`make figures` runs it)
-    python -m lib.outputs --check    exit 1 if INDEX.md is stale, or a file in figures/ has no writer (or a writer no file)
+    python -m lib.outputs --check    exit 1 if INDEX.md is stale, a file in figures/ has no writer (or a writer no
+                                     file), or a notebook's table of contents is stale
+    python -m lib.outputs --contents rewrite the table of contents of each notebook that has one (a markdown cell with
+                                     the id `contents`; notebooks 04 and 05): one linked line per ## and ### heading
 
 A writer is a call save_table(df, "<name>") or save_figure(fig, "<name>") (lib.plotting) in a notebook's code cell, with
 the name as a literal: figures/tables/<name>.csv and figures/<name>.png. Its section is the last markdown heading above
@@ -26,6 +30,9 @@ OTHER_WRITERS = {"tables/bench.csv": ("`make bench` (lib.bench)", "speed targets
 INDEX_NAME = "INDEX.md"
 HEADING = re.compile(r"^(#{1,6})\s+(.*\S)\s*$")
 MAGIC = re.compile(r"^\s*[%!]")   # IPython line magics and shell escapes: not Python
+CONTENTS_ID = "contents"   # the id of the markdown cell that holds a notebook's table of contents
+CONTENTS_TITLE = "**Contents**"   # bold, not a heading: the table lists no entry for itself
+CONTENTS_LEVELS = (2, 3)
 
 
 class OutputsError(ValueError):
@@ -52,27 +59,81 @@ def _writer_names(source: str, where: str) -> list[tuple[str, str]]:
     return [(w, n) for *_, w, n in sorted(found)]
 
 
+def notebook_headings(cells: list[dict]) -> list[tuple[int, int, str]]:
+    """(cell index, level, text) of every markdown heading of a notebook's cells, in order."""
+    found = []
+    for i, cell in enumerate(cells):
+        if cell.get("cell_type") != "markdown":
+            continue
+        fenced = False   # inside a ``` or ~~~ code block, where a '# ' line is code, not a heading
+        for line in "".join(cell.get("source", [])).splitlines():
+            if line.lstrip().startswith(("```", "~~~")):
+                fenced = not fenced
+            m = None if fenced else HEADING.match(line)
+            if m:
+                found.append((i, len(m.group(1)), m.group(2)))
+    return found
+
+
+def read_cells(path: Path) -> list[dict]:
+    """A notebook's cells; an OutputsError naming the file if it is not a notebook."""
+    try:
+        return json.loads(Path(path).read_text())["cells"]
+    except (OSError, ValueError, KeyError) as e:
+        raise OutputsError(f"{path}: not a notebook ({type(e).__name__}: {e})") from None
+
+
+# Jupyter (JupyterLab, and nbconvert's HTML) gives a heading the id of its rendered text, each space made a '-':
+#   id = text with inline code's backticks dropped, ' ' -> '-'
+def heading_anchor(text: str) -> str:
+    """The id Jupyter gives a markdown heading of this text: the link target `#id` (notebooks 04, 05)."""
+    return re.sub(r"`([^`]*)`", r"\1", text).replace(" ", "-")
+
+
+def contents(cells: list[dict]) -> str:
+    """The table of contents of a notebook's cells: one linked line per ## heading, its ### headings indented."""
+    lines = [CONTENTS_TITLE, ""]
+    for _, level, text in notebook_headings(cells):
+        if level in CONTENTS_LEVELS:
+            # <...> lets a link target hold the parentheses many headings have
+            lines.append("  " * (level - CONTENTS_LEVELS[0]) + f"- [{text}](<#{heading_anchor(text)}>)")
+    return "\n".join(lines)
+
+
+def stale_contents(path: Path) -> str | None:
+    """The table of contents the notebook at path should have, if its `contents` cell differs from it; else None."""
+    cells = read_cells(path)
+    cell = next((c for c in cells if c.get("id") == CONTENTS_ID), None)
+    if cell is None:
+        return None
+    if cell.get("cell_type") != "markdown":
+        raise OutputsError(f"{path}: cell {CONTENTS_ID!r} must be a markdown cell")
+    text = contents(cells)
+    return None if "".join(cell.get("source", [])) == text else text
+
+
+def write_contents(path: Path, text: str) -> None:
+    """Replace the `contents` cell's source with text, in the notebooks' JSON layout (indent 1, UTF-8)."""
+    nb = json.loads(Path(path).read_text())
+    cell = next(c for c in nb["cells"] if c.get("id") == CONTENTS_ID)
+    cell["source"] = text.splitlines(keepends=True)
+    paths.write_atomic(Path(path), lambda tmp: tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n"))
+
+
 def notebook_outputs(path: Path) -> pd.DataFrame:
     """One row per table or figure a notebook writes: file (under figures/), notebook, section, cell (its id)."""
     path = Path(path)
-    try:
-        cells = json.loads(path.read_text())["cells"]
-    except (OSError, ValueError, KeyError) as e:
-        raise OutputsError(f"{path}: not a notebook ({type(e).__name__}: {e})") from None
+    cells = read_cells(path)
+    by_cell: dict[int, list[tuple[int, str]]] = {}
+    for i, level, text in notebook_headings(cells):
+        by_cell.setdefault(i, []).append((level, text))
     headings: dict[int, str] = {}   # level -> text of the last heading at that level
     rows = []
     for i, cell in enumerate(cells):
         source = "".join(cell.get("source", []))
-        if cell.get("cell_type") == "markdown":
-            fenced = False   # inside a ``` or ~~~ code block, where a '# ' line is code, not a heading
-            for line in source.splitlines():
-                if line.lstrip().startswith(("```", "~~~")):
-                    fenced = not fenced
-                m = None if fenced else HEADING.match(line)
-                if m:
-                    level = len(m.group(1))
-                    headings = {k: v for k, v in headings.items() if k < level} | {level: m.group(2)}
-        elif cell.get("cell_type") == "code":
+        for level, text in by_cell.get(i, []):
+            headings = {k: v for k, v in headings.items() if k < level} | {level: text}
+        if cell.get("cell_type") == "code":
             cell_id = str(cell.get("id", i))
             # the title (level 1) names the notebook; a section is the two deepest headings under it
             section = " > ".join([v for k, v in sorted(headings.items()) if k > 1][-2:])
@@ -118,10 +179,20 @@ def render(table: pd.DataFrame) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m lib.outputs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if figures/INDEX.md is stale or incomplete")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if figures/INDEX.md is stale or incomplete, or a table of contents is stale")
+    parser.add_argument("--contents", action="store_true",
+                        help=f"rewrite the notebooks' tables of contents (their {CONTENTS_ID!r} cells), nothing else")
     args = parser.parse_args(argv)
+    notebooks = sorted(paths.ROOT.glob("notebooks/[0-9]*.ipynb"))
     try:
-        table = index_table()
+        stale = {nb: text for nb in notebooks if (text := stale_contents(nb)) is not None}
+        if args.contents:
+            for nb, text in stale.items():
+                write_contents(nb, text)
+            print(f"tables of contents rewritten: {', '.join(nb.name for nb in stale) or 'none (all current)'}")
+            return 0
+        table = index_table(notebooks)
     except OutputsError as e:
         print(f"lib.outputs: {e}", file=sys.stderr)
         return 2
@@ -129,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     unwritten, missing = unmatched(table)
     problems = [f"{target}: no notebook writes {f}" for f in unwritten]
     problems += [f"{target}: {f} is written by a notebook but is not in figures/ (run make figures)" for f in missing]
+    problems += [f"{nb}: its table of contents is stale: run python -m lib.outputs --contents" for nb in stale]
     if args.check:
         if not target.is_file() or target.read_text() != text:
             problems.insert(0, f"{target} is stale: run python -m lib.outputs")

@@ -18,8 +18,8 @@ from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 from lib.selection import AMENDMENT1_WINNER
 
-NB01, NB02, NB04, NB05 = ("01-profile-kernels.ipynb", "02-feature-engineering.ipynb",
-                          "04-per-op-evaluation.ipynb", "05-end-to-end.ipynb")
+NB01, NB02, NB03, NB04, NB05 = ("01-profile-kernels.ipynb", "02-feature-engineering.ipynb", "03-predictor-scaling.ipynb",
+                                "04-per-op-evaluation.ipynb", "05-end-to-end.ipynb")
 OP_ORDER = ["BMM", "FC", "EW", "SOFTMAX", "LN"]
 CLASS_WORDS = {"BMM": "BMM", "FC": "FC", "EW": "element-wise", "SOFTMAX": "softmax", "LN": "layernorm"}
 SHORT = {"Tesla P4": "P4", "Tesla P100-PCIE-16GB": "P100", "Tesla T4": "T4", "Tesla V100-PCIE-32GB": "V100",
@@ -60,7 +60,8 @@ def test_01_tiles_and_coverage():
     top = table("gemm-tiles-per-gpu").set_index("device").idxmax(axis=1)
     pascal_turing = "/".join(sorted(set(top[["Tesla P100-PCIE-16GB", "Tesla P4", "Tesla T4"]])))
     ampere_hopper = "/".join(sorted(set(top[[A100_40, A100_80, H100]])))
-    says(NB01, f"Pascal and Turing most often use {pascal_turing}-type tiles, Ampere and Hopper most often {ampere_hopper}.")
+    says(NB01, f"Pascal and Turing most often use {pascal_turing}-type tiles, Volta\n{top['Tesla V100-PCIE-32GB']}, "
+               f"Ampere and Hopper most often {ampere_hopper}.")
     cov = table("coverage")
     vector_rows = int(cov.loc[cov["device"] == H100, ["EW", "SOFTMAX", "LN"]].to_numpy().sum())
     says(NB01, f"the H100 has {'no' if vector_rows == 0 else vector_rows} vector-op (EW / softmax / LN) rows at all")
@@ -68,8 +69,48 @@ def test_01_tiles_and_coverage():
 
 def test_02_ood_features_inside_training_range():
     """02 cell 0389abf3: share of OOD rows with a feature outside the training range (ood-feature-coverage, column any)."""
-    outside = table("ood-feature-coverage").set_index("device").loc[[A100_80, H100], "any"]
+    coverage = table("ood-feature-coverage").set_index("device")["any"]
+    outside = coverage.loc[[A100_80, H100]]
     says(NB02, f"The OOD GPUs' feature values {'mostly' if outside.max() < 0.5 else 'often do not'} fall inside the training range")
+    own = coverage.loc[training_gpus()]
+    assert outside.max() <= own.max()
+    says(NB02, "they fall outside it no more often than the training GPUs' own held-out shapes do")
+
+
+def test_02_utilization_fit_and_adopted_features():
+    """02 cells f16bd52a (alpha-beta-fits: the largest r2) and adopted-features-md (each model's inputs, from lib)."""
+    r2 = table("alpha-beta-fits")["r2"]
+    says(NB02, f"from {r2.min():.2f} to {r2.max():.2f} of it")
+    from lib.features import FEATURES
+    from lib.predictors import DEFAULT_CONFIGS, KNOWN_CONFIGS, make_config
+    inputs = {(c, who): set(make_config(cfgs[c])[2]) for c in OP_ORDER
+              for who, cfgs in (("unseen", DEFAULT_CONFIGS), ("known", KNOWN_CONFIGS))}
+    assert all(f != set(FEATURES) for f in inputs.values())
+    says(NB02, "None of the adopted models of notebook 04 reads exactly these five")
+    gemm = [k for k in inputs if k[0] in ("BMM", "FC")]
+    assert all("f_mem" not in inputs[k] and "f_fill" in inputs[k] for k in gemm)
+    assert [k for k, f in inputs.items() if "f_wave_l2" not in f] == [("BMM", "unseen")]
+    says(NB02, "GEMM models dropped `f_mem`, every model but BMM's for GPUs never trained on added `f_wave_l2`")
+    says(NB02, "all four GEMM models read `f_fill`")
+
+
+# ------------------------------------------------------------------------------------------ notebook 03
+
+def test_03_the_gap_is_the_h100s():
+    """03 cell verdict-read: OOD MAPE per unseen GPU / ID MAPE (predictor_scaling_by_gpu, predictor_scaling)."""
+    scaling = table("predictor_scaling")
+    direct = scaling[scaling["predictor"].isin(["MLP", "Transformer"])]
+    in_dist = direct.set_index(direct["predictor"] + " " + direct["layers"].astype(str))["in_dist_mape"]
+    by_gpu = table("predictor_scaling_by_gpu")
+    ood = by_gpu[by_gpu["split"] == "test_ood"].pivot(index="device", columns="predictor", values="mape")
+    ratio = ood[in_dist.index] / in_dist
+    assert (ratio.loc[H100] >= 2).all() and (ratio.loc[A100_80] < 2).all()
+    says(NB03, "the gap is the H100's alone")
+    says(NB03, f"no direct\npredictor's OOD error is more than {ratio.loc[A100_80].max():.2f} times its in-distribution error")
+    a100 = ood.loc[A100_80]
+    says(NB03, f"{a100['NeuSight (spec tiles)']:.1f}% with spec-only tiles ({a100['NeuSight (oracle tiles)']:.1f}% with "
+               f"oracle tiles), against\n{a100[in_dist.index].min():.1f}% for the best direct one")
+    assert max(a100["NeuSight (spec tiles)"], a100["NeuSight (oracle tiles)"]) < a100[in_dist.index].min()
 
 
 # ------------------------------------------------------------------------------------------ notebook 04

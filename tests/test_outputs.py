@@ -87,3 +87,44 @@ def test_render_by_hand(tmp_path):
 
 def test_committed_index_is_current_and_complete():
     assert outputs.main(["--check"]) == 0, "figures/INDEX.md is stale or incomplete: run `python -m lib.outputs`"
+
+
+def test_heading_anchor_by_hand():
+    # Jupyter's heading id: the rendered text (inline code loses its backticks), spaces made '-'
+    assert outputs.heading_anchor("Protocol amendment 3 (batch 256; `lib.selection`)") == \
+        "Protocol-amendment-3-(batch-256;-lib.selection)"
+    assert outputs.heading_anchor("Twice the work, a faster kernel?") == "Twice-the-work,-a-faster-kernel?"
+
+
+def test_contents_by_hand(tmp_path):
+    nb = _notebook(tmp_path, [
+        ("markdown", "# 09 Demo\nintro", "t"),
+        ("markdown", "stale", "contents"),
+        ("markdown", "## Alpha (a)\ntext\n### Beta `b`\n#### Too deep", "m1"),
+        ("markdown", "```\n## not a heading\n```\n## Delta", "m2"),
+    ])
+    want = ("**Contents**\n\n- [Alpha (a)](<#Alpha-(a)>)\n  - [Beta `b`](<#Beta-b>)\n- [Delta](<#Delta>)")
+    assert outputs.contents(outputs.read_cells(nb)) == want
+    assert outputs.stale_contents(nb) == want
+    before = json.loads(nb.read_text())
+    outputs.write_contents(nb, want)
+    assert outputs.stale_contents(nb) is None
+    after = json.loads(nb.read_text())
+    assert "".join(after["cells"][1]["source"]) == want
+    # only the contents cell changed, and the file keeps the notebooks' layout
+    assert [c for i, c in enumerate(after["cells"]) if i != 1] == [c for i, c in enumerate(before["cells"]) if i != 1]
+    assert nb.read_text() == json.dumps(after, indent=1, ensure_ascii=False) + "\n"
+
+
+def test_a_notebook_without_contents_has_none_and_a_code_cell_named_contents_is_an_error(tmp_path):
+    assert outputs.stale_contents(_notebook(tmp_path, [("markdown", "## A", "m")], "09-a.ipynb")) is None
+    with pytest.raises(outputs.OutputsError, match=r"09-b.ipynb: cell 'contents' must be a markdown cell"):
+        outputs.stale_contents(_notebook(tmp_path, [("code", "x = 1", "contents")], "09-b.ipynb"))
+
+
+@pytest.mark.parametrize("name", ["04-per-op-evaluation", "05-end-to-end"])
+def test_the_long_notebooks_have_a_current_table_of_contents(name):
+    path = outputs.paths.ROOT / "notebooks" / f"{name}.ipynb"
+    cells = outputs.read_cells(path)
+    assert [c.get("id") for c in cells].index(outputs.CONTENTS_ID) == 1, f"{name}: the contents cell follows the title"
+    assert outputs.stale_contents(path) is None, f"{name}: run python -m lib.outputs --contents"

@@ -170,7 +170,13 @@ def test_dataset_gpu_and_model_counts():
     runs_off = {int(r.predictor.split()[1]): r for r in mlp_h100.itertuples()}
     assert runs_off[8].median_ratio < 1e-7 and runs_off[16].median_ratio > 10   # "about zero", "times too slow"
     say(f"the 8-layer MLP forecasts about zero on H100 (median predicted / measured below 1e-7) and the 16-layer "
-        f"one {runs_off[16].median_ratio:.0f} times the measured latency (MAPE {runs_off[16].mape:,.0f}% there)")
+        f"one {runs_off[16].median_ratio:.0f} times the measured latency (MAPE about {round(runs_off[16].mape, -2):,.0f}% there)")
+    # the gap rests on the H100: on the A100-80GB each direct model's OOD MAPE / its ID MAPE
+    in_dist = direct.set_index(direct["predictor"] + " " + direct["layers"].astype(str))["in_dist_mape"]
+    a100 = by_gpu[(by_gpu["split"] == "test_ood") & (by_gpu["device"] == "NVIDIA A100 80GB PCIe")].set_index("predictor")["mape"]
+    assert a100[["NeuSight (spec tiles)", "NeuSight (oracle tiles)"]].max() < a100[in_dist.index].min()   # "still beats"
+    say(f"on the A100-80GB, a training GPU's twin, no direct predictor's OOD error is more than "
+        f"{(a100[in_dist.index] / in_dist).max():.2f} times its in-distribution error")
     # the paper's models, and the Llama-family models forecast beside GPT3-2.7B
     paper_models = table("e2e_inference")["model"].nunique()
     say(f"the inference and training tables for {WORDS[paper_models]} transformers")
