@@ -115,8 +115,8 @@ def test_make_figures_times_match_provenance():
     assert all(per[nb]["cold_s"] < 60 for nb in ("01", "02"))
     # a warm rerun's wall time varies by tens of seconds from run to run, so the README gives a range
     warm_min = sum(prov["wall_s_per_notebook"].values()) / 60
-    assert 4.5 <= warm_min < 7.5, f"the last warm rerun took {warm_min:.1f} min: update the README's range"
-    say("Rerunning all five, with the trained predictors cached, takes about 5 to 7 min on two cores")
+    assert 4.5 <= warm_min < 8.5, f"the last warm rerun took {warm_min:.1f} min: update the README's range"
+    say("Rerunning all five, with the trained predictors cached, takes about 5 to 8 min on two cores")
 
 
 def test_in_brief():
