@@ -48,6 +48,13 @@ def training_gpus() -> list:
     return sorted(cov.loc[cov["split"] == "train", "device"])
 
 
+def tiles_outside_candidates() -> pd.Series:
+    """Per GPU, the share of its GEMM rows whose tile is none of the spec-only rule's candidates (gemm-tiles-per-gpu)."""
+    from lib.tiles import GEMM_TILE_CANDIDATES
+    shares = table("gemm-tiles-per-gpu").set_index("device")
+    return 1 - shares[[f"{m}x{n}" for m, n in GEMM_TILE_CANDIDATES]].sum(axis=1)
+
+
 def mem_per_sm() -> pd.Series:
     """GB of device memory per SM, per device of figures/tables/device-specs.csv."""
     specs = table("device-specs").set_index("device")

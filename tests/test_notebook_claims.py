@@ -13,7 +13,8 @@ import pandas as pd
 
 from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_held_out, e2e_seed_ranges,
                     flat, held_out_gpus, markdown_of,
-                    mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, training_gpus)
+                    mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, tiles_outside_candidates,
+                    training_gpus)
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
 from lib.selection import AMENDMENT1_WINNER
@@ -62,6 +63,14 @@ def test_01_tiles_and_coverage():
     ampere_hopper = "/".join(sorted(set(top[[A100_40, A100_80, H100]])))
     says(NB01, f"Pascal and Turing most often use {pascal_turing}-type tiles, Volta\n{top['Tesla V100-PCIE-32GB']}, "
                f"Ampere and Hopper most often {ampere_hopper}.")
+    # tiles outside the seven the training GPUs run (the spec-only rule's candidates)
+    from lib.tiles import GEMM_TILE_CANDIDATES
+    columns = set(table("gemm-tiles-per-gpu").columns) - {"device", "other"}
+    assert columns - {f"{m}x{n}" for m, n in GEMM_TILE_CANDIDATES} == {"128x256"}   # "every column here but 128x256"
+    outside = tiles_outside_candidates()
+    assert (outside.drop(H100) < 1e-3).all()
+    says(NB01, "The A100-80GB runs none but these, while the H100 runs another tile for "
+               f"{100 * outside[H100]:.0f}% of its GEMM rows")
     cov = table("coverage")
     vector_rows = int(cov.loc[cov["device"] == H100, ["EW", "SOFTMAX", "LN"]].to_numpy().sum())
     says(NB01, f"the H100 has {'no' if vector_rows == 0 else vector_rows} vector-op (EW / softmax / LN) rows at all")
