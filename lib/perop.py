@@ -224,3 +224,32 @@ def error_by(df: pd.DataFrame, col: str, by: str) -> pd.DataFrame:
     return (pd.DataFrame({"ape": err, "key": key, "op_class": df["op_class"], "split": df["split"]})
             .groupby(["split", "op_class", "key"], observed=True)["ape"].agg(mape_pct="mean", rows="size")
             .reset_index().rename(columns={"key": by}))
+
+
+TILE_GROUPS = ("one the rule can choose", "another tile")
+
+
+def error_by_tile_choice(df: pd.DataFrame, columns) -> pd.DataFrame:
+    """MAPE (%) of each prediction column on the OOD GEMM rows, per GPU and class, split by whether the kernel's own
+    tile (read from its name) is one the spec-only rule can choose, with each group's share of the class's summed
+    error (notebook 04)."""
+    from .tile_choice import oracle_tile_labels
+    gemm = df[df["op_class"].isin(["BMM", "FC"]) & (df["split"] == "test_ood")]
+    # oracle_tile_labels: the row's tile as an index into the rule's candidates, -1 for any other tile
+    group = np.where(oracle_tile_labels(gemm) >= 0, TILE_GROUPS[0], TILE_GROUPS[1])
+    err = pd.DataFrame({col: ape(gemm[col], gemm["latency_ms"]) for col in columns}, index=gemm.index)
+    keys = [gemm["device"], gemm["op_class"], pd.Series(group, index=gemm.index, name="tile")]
+    out = err.groupby(keys).agg(["mean", "sum"])
+    table = pd.DataFrame({"rows": gemm.groupby(keys).size()})
+    for col in columns:
+        table[f"mape_{col}"] = out[(col, "mean")]
+        # share of all the class's OOD error (both GPUs) that this group carries
+        table[f"error_share_{col}"] = out[(col, "sum")] / out[(col, "sum")].groupby(level="op_class").transform("sum")
+    return table.reset_index()
+
+
+# a class's MAPE over some of error_by_tile_choice's groups: sum(mape x rows) / sum(rows) over those groups
+def tile_choice_class_mape(table: pd.DataFrame, col: str, groups=TILE_GROUPS) -> pd.Series:
+    """MAPE (%) per GEMM class of column col over the OOD rows in `groups` of error_by_tile_choice (notebook 04)."""
+    t = table[table["tile"].isin(groups)]
+    return (t[f"mape_{col}"] * t["rows"]).groupby(t["op_class"]).sum() / t.groupby("op_class")["rows"].sum()

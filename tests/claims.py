@@ -55,6 +55,17 @@ def tiles_outside_candidates() -> pd.Series:
     return 1 - shares[[f"{m}x{n}" for m, n in GEMM_TILE_CANDIDATES]].sum(axis=1)
 
 
+def tile_choice_errors() -> tuple[pd.DataFrame, dict]:
+    """04-tile-choice-errors indexed by (device, op_class, tile), and per variant ('spec', 'oracle') the OOD MAPE per
+    GEMM class on every kernel and on those whose tile the spec-only rule can choose (lib.perop.tile_choice_class_mape)."""
+    from lib import perop
+    t = table("04-tile-choice-errors")
+    mape = {v: {"every": perop.tile_choice_class_mape(t, col),
+                "rule": perop.tile_choice_class_mape(t, col, [perop.TILE_GROUPS[0]])}
+            for v, col in (("spec", "pred_neusight"), ("oracle", "pred_neusight_oracle"))}
+    return t.set_index(["device", "op_class", "tile"]), mape
+
+
 def mem_per_sm() -> pd.Series:
     """GB of device memory per SM, per device of figures/tables/device-specs.csv."""
     specs = table("device-specs").set_index("device")

@@ -13,7 +13,8 @@ import pandas as pd
 
 from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_held_out, e2e_seed_ranges,
                     flat, held_out_gpus, markdown_of,
-                    mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, tiles_outside_candidates,
+                    mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, tile_choice_errors,
+                    tiles_outside_candidates,
                     training_gpus)
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
@@ -401,6 +402,29 @@ def test_04_tile_rule_reading():
     ood_spec, ood_oracle = ours("OOD"), ours("OOD", ORACLE)
     beat = all(ood_spec[c] < ood_oracle[c] for c in ("BMM", "FC"))
     says(NB04, f"This is why spec-only tiles {'beat' if beat else 'do not beat'} oracle tiles in the OOD columns")
+
+
+def test_04_unseen_oracle_tiles_reading():
+    """04 cell tile-seen-read: OOD GEMM kernels by whether their own tile is a rule candidate (04-tile-choice-errors)."""
+    from lib.perop import TILE_GROUPS
+    t, mape = tile_choice_errors()
+    can, other = TILE_GROUPS
+    bmm, fc = t.loc[(H100, "BMM", other)], t.loc[(H100, "FC", other)]
+    says(NB04, f"on the H100, {bmm['rows']:.0f} BMM and {fc['rows']:.0f} FC kernels ran a tile that no training GPU runs")
+    assert set(t.xs(other, level="tile").index.get_level_values("device")) == {H100}
+    says(NB04, f"the oracle variant is off by {fc['mape_pred_neusight_oracle']:.1f}% on these FC kernels, against "
+               f"{fc['mape_pred_neusight']:.1f}% with the tile the spec-only rule picks")
+    fc_rows = t.xs("FC", level="op_class")["rows"].sum()
+    says(NB04, f"They are {100 * fc['rows'] / fc_rows:.0f}% of the OOD FC kernels and carry "
+               f"{100 * fc['error_share_pred_neusight_oracle']:.0f}% of the oracle variant's summed OOD FC error")
+    paper_fc = paper_ood()["FC"]
+    rule_fc, every_fc = mape["oracle"]["rule"]["FC"], mape["oracle"]["every"]["FC"]
+    assert rule_fc < paper_fc and abs(every_fc - ours("OOD", ORACLE)["FC"]) < 0.1
+    says(NB04, f"oracle tiles give {rule_fc:.1f}% for FC, below the paper's {paper_fc:.1f} (on every kernel: {every_fc:.1f}%)")
+    familiar = t.loc[(H100, "BMM", can)]
+    assert familiar["mape_pred_neusight_oracle"] > bmm["mape_pred_neusight_oracle"]
+    says(NB04, f"oracle tiles do worse on the familiar tiles ({familiar['mape_pred_neusight_oracle']:.1f}%, against "
+               f"{familiar['mape_pred_neusight']:.1f}% spec-only) than on the unseen ones ({bmm['mape_pred_neusight_oracle']:.1f}%)")
 
 
 def test_04_spec_dominance_reading():

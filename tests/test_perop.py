@@ -130,3 +130,25 @@ def test_held_out_gpu_forecasts_use_models_trained_without_that_gpu():
     assert not np.allclose(out[t4], predict_kernels(t4_rows, t4_spec, cfg_by_class=cfg))   # with T4: other weights
     table = perop.held_out_gpu_mape(test.assign(held=out, pred_neusight=1.0), "held").set_index("group")
     assert table.loc["Tesla T4", "kernels"] == t4.sum() and "NVIDIA A100 80GB PCIe" in table.index
+
+
+def test_error_by_tile_choice_by_hand():
+    # OOD FC on one GPU: two kernels whose tile the rule can choose (128x128; APE 10% and 20%) and one it cannot
+    # (256x128; APE 90%); a BMM with a candidate tile (APE 0%) and an in-distribution row, left out
+    df = pd.DataFrame({
+        "op_class": ["FC", "FC", "FC", "BMM", "FC"], "split": ["test_ood"] * 4 + ["test_id"],
+        "device": "H", "latency_ms": 1.0, "pred": [1.1, 0.8, 1.9, 1.0, 5.0], "other": [1.0, 1.0, 1.5, 2.0, 1.0],
+        "kernel_name": ["ampere_sgemm_128x128_tn", "ampere_sgemm_128x128_tn", "volta_sgemm_128x256_nn",
+                        "ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"]})
+    out = perop.error_by_tile_choice(df, ["pred", "other"]).set_index(["op_class", "tile"])
+    can, other = perop.TILE_GROUPS
+    assert out["rows"].to_dict() == {("BMM", can): 1, ("FC", can): 2, ("FC", other): 1}
+    assert out.loc[("FC", can), "mape_pred"] == pytest.approx(15.0)
+    assert out.loc[("FC", other), "mape_pred"] == pytest.approx(90.0)
+    # FC's summed error 10 + 20 + 90 = 120: the other tile carries 90 / 120
+    assert out.loc[("FC", other), "error_share_pred"] == pytest.approx(0.75)
+    assert out.loc[("BMM", can), "error_share_other"] == pytest.approx(1.0)
+    assert out.loc[("FC", other), "error_share_other"] == pytest.approx(1.0)   # 0 + 0 + 50
+    table = out.reset_index()
+    assert perop.tile_choice_class_mape(table, "pred").to_dict() == pytest.approx({"BMM": 0.0, "FC": 40.0})
+    assert perop.tile_choice_class_mape(table, "pred", [can]).to_dict() == pytest.approx({"BMM": 0.0, "FC": 15.0})

@@ -18,7 +18,8 @@ from lib.analysis import throughput_ratio_by_device
 from lib.metrics import spearman_exact_p
 
 from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_seed_ranges, flat,
-                    mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, tiles_outside_candidates,
+                    mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, tile_choice_errors,
+                    tiles_outside_candidates,
                     training_gpus)
 
 README = (ROOT / "README.md").read_text()
@@ -359,6 +360,13 @@ def test_tile_rules():
     outside = tiles_outside_candidates()
     assert (outside[training_gpus()] < 1e-3).all()   # "the seven the training GPUs run"
     say(f"the H100 runs another for {100 * outside['NVIDIA H100 80GB HBM3']:.0f}% of its GEMM rows, notebook 01")
+    from lib.perop import TILE_GROUPS
+    errors, mape = tile_choice_errors()
+    fc = errors.loc[("NVIDIA H100 80GB HBM3", "FC", TILE_GROUPS[1])]
+    say(f"the H100's {fc['rows']:.0f} FC kernels whose tile no training GPU runs are off by "
+        f"{fc['mape_pred_neusight_oracle']:.1f}% with it ({fc['mape_pred_neusight']:.1f}% spec-only) and carry "
+        f"{100 * fc['error_share_pred_neusight_oracle']:.0f}% of the oracle variant's summed OOD FC error; on the other "
+        f"kernels oracle tiles give {mape['oracle']['rule']['FC']:.1f}%")
     runs = table("04-tile-rules-criterion")
     shapes = runs[runs["run"] == "shapes"].set_index(["op_class", "rule"])
     ratio = shapes["median_ratio"]
