@@ -1,7 +1,7 @@
 """Kernel latency on any GPU from its spec: NeuSight and the baselines, API and CLI (notebook 04).
 
     python -m lib.kernels --device DEVICE.json --input KERNELS.csv --output PRED.csv \
-        [--method neusight|roofline|habitat|li] [--tiles spec|oracle] [--config CONFIGS.json]
+        [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier] [--config CONFIGS.json]
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
 the others; `bytes` for op 'mem'); other columns are carried through, but a `dtype`, `precision` or `data_type`

@@ -85,9 +85,17 @@ def read_cells(path: Path) -> list[dict]:
 
 # Jupyter (JupyterLab, and nbconvert's HTML) gives a heading the id of its rendered text, each space made a '-':
 #   id = text with inline code's backticks dropped, ' ' -> '-'
+# Other markup (emphasis, links, escapes, entities, < >) renders otherwise, and [ ] < > would break the link itself.
+OTHER_MARKUP = re.compile(r"[*_\[\]<>\\&]")
+
+
 def heading_anchor(text: str) -> str:
     """The id Jupyter gives a markdown heading of this text: the link target `#id` (notebooks 04, 05)."""
-    return re.sub(r"`([^`]*)`", r"\1", text).replace(" ", "-")
+    rendered = re.sub(r"`([^`]*)`", r"\1", text)
+    if OTHER_MARKUP.search(re.sub(r"`[^`]*`", "", text)):
+        raise OutputsError(f"heading {text!r}: markup other than `code` (one of * _ [ ] < > \\ &) cannot be linked to "
+                           "from a table of contents; reword it")
+    return rendered.replace(" ", "-")
 
 
 def contents(cells: list[dict]) -> str:
@@ -115,7 +123,9 @@ def stale_contents(path: Path) -> str | None:
 def write_contents(path: Path, text: str) -> None:
     """Replace the `contents` cell's source with text, in the notebooks' JSON layout (indent 1, UTF-8)."""
     nb = json.loads(Path(path).read_text())
-    cell = next(c for c in nb["cells"] if c.get("id") == CONTENTS_ID)
+    cell = next((c for c in nb["cells"] if c.get("id") == CONTENTS_ID), None)
+    if cell is None:
+        raise OutputsError(f"{path}: no cell {CONTENTS_ID!r} to write a table of contents into")
     cell["source"] = text.splitlines(keepends=True)
     paths.write_atomic(Path(path), lambda tmp: tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n"))
 
@@ -179,10 +189,11 @@ def render(table: pd.DataFrame) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m lib.outputs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if figures/INDEX.md is stale or incomplete, or a table of contents is stale")
-    parser.add_argument("--contents", action="store_true",
-                        help=f"rewrite the notebooks' tables of contents (their {CONTENTS_ID!r} cells), nothing else")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 if figures/INDEX.md is stale or incomplete, or a table of contents is stale")
+    mode.add_argument("--contents", action="store_true",
+                      help=f"rewrite the notebooks' tables of contents (their {CONTENTS_ID!r} cells), nothing else")
     args = parser.parse_args(argv)
     notebooks = sorted(paths.ROOT.glob("notebooks/[0-9]*.ipynb"))
     try:

@@ -15,6 +15,7 @@ from .devices import TRAIN_GPUS_NVIDIA, device_by_name
 from .features import add_features
 from .kernels import predict_by_device, predict_kernels
 from .metrics import ape, mape_ci_table, never_trained_table
+from .tiles import GEMM_TILE_CANDIDATES, gemm_tile_from_name
 
 # column -> (label, method, tiles)
 VARIANTS = {
@@ -226,24 +227,27 @@ def error_by(df: pd.DataFrame, col: str, by: str) -> pd.DataFrame:
             .reset_index().rename(columns={"key": by}))
 
 
-TILE_GROUPS = ("one the rule can choose", "another tile")
+
+TILE_GROUPS = ("one the rule can choose", "another tile", "no tile in its name")
 
 
 def error_by_tile_choice(df: pd.DataFrame, columns) -> pd.DataFrame:
-    """MAPE (%) of each prediction column on the OOD GEMM rows, per GPU and class, split by whether the kernel's own
-    tile (read from its name) is one the spec-only rule can choose, with each group's share of the class's summed
-    error (notebook 04)."""
-    from .tile_choice import oracle_tile_labels
+    """MAPE (%) and error share per OOD GPU, GEMM class and kind of the kernel's own tile, TILE_GROUPS (notebook 04)."""
     gemm = df[df["op_class"].isin(["BMM", "FC"]) & (df["split"] == "test_ood")]
-    # oracle_tile_labels: the row's tile as an index into the rule's candidates, -1 for any other tile
-    group = np.where(oracle_tile_labels(gemm) >= 0, TILE_GROUPS[0], TILE_GROUPS[1])
+    missing = [col for col in columns if gemm[col].isna().any()]
+    if missing:
+        raise ValueError(f"error_by_tile_choice: {', '.join(missing)} has no prediction for some OOD GEMM rows")
+    # the kernel's own tile, as the oracle variant reads it from its name; the rule's candidates are NVIDIA's
+    tile = gemm["kernel_name"].map(gemm_tile_from_name)
+    group = np.where(tile.isna(), TILE_GROUPS[2],
+                     np.where(tile.map(lambda t: t in GEMM_TILE_CANDIDATES), TILE_GROUPS[0], TILE_GROUPS[1]))
     err = pd.DataFrame({col: ape(gemm[col], gemm["latency_ms"]) for col in columns}, index=gemm.index)
     keys = [gemm["device"], gemm["op_class"], pd.Series(group, index=gemm.index, name="tile")]
     out = err.groupby(keys).agg(["mean", "sum"])
     table = pd.DataFrame({"rows": gemm.groupby(keys).size()})
     for col in columns:
-        table[f"mape_{col}"] = out[(col, "mean")]
-        # share of all the class's OOD error (both GPUs) that this group carries
+        table[f"mape_pct_{col}"] = out[(col, "mean")]
+        # share of all the class's OOD error (every GPU) that this group carries
         table[f"error_share_{col}"] = out[(col, "sum")] / out[(col, "sum")].groupby(level="op_class").transform("sum")
     return table.reset_index()
 
@@ -252,4 +256,4 @@ def error_by_tile_choice(df: pd.DataFrame, columns) -> pd.DataFrame:
 def tile_choice_class_mape(table: pd.DataFrame, col: str, groups=TILE_GROUPS) -> pd.Series:
     """MAPE (%) per GEMM class of column col over the OOD rows in `groups` of error_by_tile_choice (notebook 04)."""
     t = table[table["tile"].isin(groups)]
-    return (t[f"mape_{col}"] * t["rows"]).groupby(t["op_class"]).sum() / t.groupby("op_class")["rows"].sum()
+    return (t[f"mape_pct_{col}"] * t["rows"]).groupby(t["op_class"]).sum() / t.groupby("op_class")["rows"].sum()

@@ -50,20 +50,32 @@ def training_gpus() -> list:
 
 def tiles_outside_candidates() -> pd.Series:
     """Per GPU, the share of its GEMM rows whose tile is none of the spec-only rule's candidates (gemm-tiles-per-gpu)."""
-    from lib.tiles import GEMM_TILE_CANDIDATES
     shares = table("gemm-tiles-per-gpu").set_index("device")
-    return 1 - shares[[f"{m}x{n}" for m, n in GEMM_TILE_CANDIDATES]].sum(axis=1)
+    return 1 - shares[candidate_columns()].sum(axis=1)
 
 
-def tile_choice_errors() -> tuple[pd.DataFrame, dict]:
-    """04-tile-choice-errors indexed by (device, op_class, tile), and per variant ('spec', 'oracle') the OOD MAPE per
-    GEMM class on every kernel and on those whose tile the spec-only rule can choose (lib.perop.tile_choice_class_mape)."""
-    from lib import perop
-    t = table("04-tile-choice-errors")
-    mape = {v: {"every": perop.tile_choice_class_mape(t, col),
-                "rule": perop.tile_choice_class_mape(t, col, [perop.TILE_GROUPS[0]])}
-            for v, col in (("spec", "pred_neusight"), ("oracle", "pred_neusight_oracle"))}
-    return t.set_index(["device", "op_class", "tile"]), mape
+def tile_choice_errors() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """04-tile-choice-errors indexed by (device, op_class, tile), and 04-tile-choice-class (OOD MAPE per GEMM class, on
+    every kernel and on those whose tile the spec-only rule can choose) indexed by op_class."""
+    return (table("04-tile-choice-errors").set_index(["device", "op_class", "tile"]),
+            table("04-tile-choice-class").set_index("op_class"))
+
+
+def candidate_columns() -> list:
+    """The spec-only rule's candidate tiles (lib.tiles.GEMM_TILE_CANDIDATES) as gemm-tiles-per-gpu's columns name them."""
+    from lib.tiles import GEMM_TILE_CANDIDATES
+    return [f"{m}x{n}" for m, n in sorted(GEMM_TILE_CANDIDATES)]
+
+
+def direct_ood_id_ratio() -> pd.DataFrame:
+    """Notebook 03: each direct predictor's OOD MAPE on each unseen GPU / its ID MAPE (predictor_scaling, _by_gpu);
+    rows: device, columns: predictor ('MLP 8', ...), plus the OOD MAPE table itself (NeuSight rows too)."""
+    scaling = table("predictor_scaling")
+    direct = scaling[scaling["predictor"].isin(["MLP", "Transformer"])]
+    in_dist = direct.set_index(direct["predictor"] + " " + direct["layers"].astype(str))["in_dist_mape"]
+    by_gpu = table("predictor_scaling_by_gpu")
+    ood = by_gpu[by_gpu["split"] == "test_ood"].pivot(index="device", columns="predictor", values="mape")
+    return ood[in_dist.index] / in_dist, ood
 
 
 def mem_per_sm() -> pd.Series:

@@ -94,6 +94,10 @@ def test_heading_anchor_by_hand():
     assert outputs.heading_anchor("Protocol amendment 3 (batch 256; `lib.selection`)") == \
         "Protocol-amendment-3-(batch-256;-lib.selection)"
     assert outputs.heading_anchor("Twice the work, a faster kernel?") == "Twice-the-work,-a-faster-kernel?"
+    assert outputs.heading_anchor("`f_fill` and `a*b`") == "f_fill-and-a*b"   # inside code, markup is text
+    for heading in ("An *emphasis*", "snake_case", "a [link](x)", "a < b", "x \\ y", "R&D"):
+        with pytest.raises(outputs.OutputsError, match="cannot be linked to"):
+            outputs.heading_anchor(heading)
 
 
 def test_contents_by_hand(tmp_path):
@@ -117,7 +121,10 @@ def test_contents_by_hand(tmp_path):
 
 
 def test_a_notebook_without_contents_has_none_and_a_code_cell_named_contents_is_an_error(tmp_path):
-    assert outputs.stale_contents(_notebook(tmp_path, [("markdown", "## A", "m")], "09-a.ipynb")) is None
+    without = _notebook(tmp_path, [("markdown", "## A", "m")], "09-a.ipynb")
+    assert outputs.stale_contents(without) is None
+    with pytest.raises(outputs.OutputsError, match=r"09-a.ipynb: no cell 'contents'"):
+        outputs.write_contents(without, "**Contents**")
     with pytest.raises(outputs.OutputsError, match=r"09-b.ipynb: cell 'contents' must be a markdown cell"):
         outputs.stale_contents(_notebook(tmp_path, [("code", "x = 1", "contents")], "09-b.ipynb"))
 

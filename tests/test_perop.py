@@ -133,22 +133,26 @@ def test_held_out_gpu_forecasts_use_models_trained_without_that_gpu():
 
 
 def test_error_by_tile_choice_by_hand():
-    # OOD FC on one GPU: two kernels whose tile the rule can choose (128x128; APE 10% and 20%) and one it cannot
-    # (256x128; APE 90%); a BMM with a candidate tile (APE 0%) and an in-distribution row, left out
+    # OOD FC on one GPU: two kernels whose tile the rule can choose (128x128; APE 10% and 20%), one it cannot
+    # (256x128; APE 90%) and a gemv whose name gives no tile (APE 0%); a BMM with a candidate tile (APE 0%) and an
+    # in-distribution row, left out
     df = pd.DataFrame({
-        "op_class": ["FC", "FC", "FC", "BMM", "FC"], "split": ["test_ood"] * 4 + ["test_id"],
-        "device": "H", "latency_ms": 1.0, "pred": [1.1, 0.8, 1.9, 1.0, 5.0], "other": [1.0, 1.0, 1.5, 2.0, 1.0],
-        "kernel_name": ["ampere_sgemm_128x128_tn", "ampere_sgemm_128x128_tn", "volta_sgemm_128x256_nn",
+        "op_class": ["FC", "FC", "FC", "FC", "BMM", "FC"], "split": ["test_ood"] * 5 + ["test_id"],
+        "device": "H", "latency_ms": 1.0, "pred": [1.1, 0.8, 1.9, 1.0, 1.0, 5.0], "other": [1.0, 1.0, 1.5, 1.0, 2.0, 1.0],
+        "kernel_name": ["ampere_sgemm_128x128_tn", "ampere_sgemm_128x128_tn", "volta_sgemm_128x256_nn", "gemv2T_kernel",
                         "ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_tn"]})
     out = perop.error_by_tile_choice(df, ["pred", "other"]).set_index(["op_class", "tile"])
-    can, other = perop.TILE_GROUPS
-    assert out["rows"].to_dict() == {("BMM", can): 1, ("FC", can): 2, ("FC", other): 1}
-    assert out.loc[("FC", can), "mape_pred"] == pytest.approx(15.0)
-    assert out.loc[("FC", other), "mape_pred"] == pytest.approx(90.0)
-    # FC's summed error 10 + 20 + 90 = 120: the other tile carries 90 / 120
+    can, other, none = perop.TILE_GROUPS
+    assert out["rows"].to_dict() == {("BMM", can): 1, ("FC", can): 2, ("FC", other): 1, ("FC", none): 1}
+    assert out.loc[("FC", can), "mape_pct_pred"] == pytest.approx(15.0)
+    assert out.loc[("FC", other), "mape_pct_pred"] == pytest.approx(90.0)
+    # FC's summed error 10 + 20 + 90 + 0 = 120: the other tile carries 90 / 120
     assert out.loc[("FC", other), "error_share_pred"] == pytest.approx(0.75)
     assert out.loc[("BMM", can), "error_share_other"] == pytest.approx(1.0)
-    assert out.loc[("FC", other), "error_share_other"] == pytest.approx(1.0)   # 0 + 0 + 50
+    assert out.loc[("FC", other), "error_share_other"] == pytest.approx(1.0)   # 0 + 0 + 50 + 0
     table = out.reset_index()
-    assert perop.tile_choice_class_mape(table, "pred").to_dict() == pytest.approx({"BMM": 0.0, "FC": 40.0})
+    assert perop.tile_choice_class_mape(table, "pred").to_dict() == pytest.approx({"BMM": 0.0, "FC": 30.0})
     assert perop.tile_choice_class_mape(table, "pred", [can]).to_dict() == pytest.approx({"BMM": 0.0, "FC": 15.0})
+    # a missing prediction would be dropped from the mean but counted in rows: an error instead
+    with pytest.raises(ValueError, match="other has no prediction"):
+        perop.error_by_tile_choice(df.assign(other=[1.0, np.nan, 1.0, 1.0, 1.0, np.nan]), ["pred", "other"])
