@@ -137,6 +137,18 @@ def test_in_brief():
         f"the {len(train)} training labels, so both miss the 5% target")
 
 
+def test_forecast_example_output():
+    """'Forecast a model on a GPU': what the example command prints, rerun through the API it calls (lib.forecast)."""
+    from lib.devices import load_device
+    from lib.forecast import forecast
+    out = forecast(ROOT / "data/neusight/data/DLmodel_configs/gpt3_27.json", load_device(ROOT / "data/devices/NVIDIA_H200.json"),
+                   2, 1024, "training")
+    assert re.search(r"--model data/neusight/data/DLmodel_configs/gpt3_27\.json --device data/devices/NVIDIA_H200\.json "
+                     r"--batch 2 --seq 1024 --mode training`", flat(PROSE)), "the example command changed: update this test"
+    say(f"For the example above that is {out['latency_ms']:.1f} ms (forward {out['forward_ms']:.1f}, backward "
+        f"{out['backward_ms']:.1f}) and {out['kernels']:,} kernels")
+
+
 def test_forecast_cli_times_match_bench():
     """'Forecast a model on a GPU': a first call (graph captured) and a later one, as `make bench` timed them."""
     bench = table("bench").set_index("metric")["value"]
