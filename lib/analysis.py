@@ -135,7 +135,7 @@ def aligned(df: pd.DataFrame, multiple: int) -> pd.Series:
 
 def alignment_shares(df: pd.DataFrame, multiples=(4, 32, 128)) -> pd.DataFrame:
     """Per op class and split: rows, and the % of rows whose every dimension is a multiple of m (notebook 04)."""
-    # share_m_pct = 100 * mean over rows of [d % m == 0 for every d in ALIGN_DIMS[op_class]]
+    # x{m}_pct = 100 * mean over rows of [d % m == 0 for every d in ALIGN_DIMS[op_class]]
     cols = {f"x{m}_pct": aligned(df, m).astype(float) * 100 for m in multiples}
     t = pd.DataFrame({"op_class": df["op_class"], "split": df["split"], **cols})
     out = t.groupby(["op_class", "split"]).agg(rows=("split", "size"), **{c: (c, "mean") for c in cols}).reset_index()

@@ -69,7 +69,7 @@ def bench_data() -> list[dict]:
 
 
 def bench_training() -> list[dict]:
-    """All five NeuSight predictors trained from scratch with the full configs (empty build folder)."""
+    """Both default models of all five op classes (DEFAULT_CONFIGS + KNOWN_CONFIGS) trained from scratch (empty build folder)."""
     code = "import json; from lib.predictors import train_all; print(json.dumps(train_all(force=True)))"
     with tempfile.TemporaryDirectory() as tmp:
         wall, out = timed(code, Path(tmp))
@@ -77,7 +77,7 @@ def bench_training() -> list[dict]:
     rows = [{"metric": f"train_{c.lower()}", "value": s, "unit": "s", "target": "", "note": "DEFAULT_CONFIGS + KNOWN_CONFIGS"}
             for c, s in per_class.items()]
     rows.append({"metric": "train_all_predictors", "value": wall, "unit": "s", "target": "<= 600",
-                 "note": "fresh process, no caches: data load + features + 10 predictors (5 classes x unseen-GPU and known-GPU models)"})
+                 "note": "fresh process, no caches: data load + features + 10 configs (5 classes x unseen-GPU and known-GPU models; 18 MLPs with the ensembles' seeds)"})
     return rows
 
 
@@ -107,7 +107,7 @@ def bench_forecast() -> list[dict]:
     args = [PY, "-m", "lib.forecast", "--model", str(paths.MODEL_CONFIGS / "gpt3_27.json"),
             "--device", str(paths.DEVICE_CONFIGS / "NVIDIA_H100_80GB_HBM3.json"),
             "--batch", "1", "--seq", "2048", "--mode", "training"]
-    timed_cmd(args)  # make sure predictors are trained and cached
+    timed_cmd(args)  # make sure the predictors are at hand (committed weights, else trained and cached)
     with tempfile.TemporaryDirectory() as tmp:
         # fresh build folder, but with the trained predictors linked in: only the graph is cold
         (Path(tmp) / "predictors").symlink_to(paths.BUILD / "predictors")

@@ -159,7 +159,7 @@ def group_totals(table: pd.DataFrame) -> np.ndarray:
     return np.array([tot[g == k].sum() for k in GROUPS])
 
 
-# The fit: factors f_g >= 0 minimizing, over the training GPUs' plain end-to-end labels l,
+# The fit: factors 0.2 <= f_g <= 5 (FACTOR_BOUNDS) minimizing, over the training GPUs' plain end-to-end labels l,
 #     sum_l (sum_g f_g * pred_lg / meas_l - 1)^2  +  RIDGE * sum_g (f_g - 1)^2
 # (relative error of the calibrated forecast, the metric of the tables, shrunk toward 1).
 def fit_factors(pred_by_group: np.ndarray, meas_ms: np.ndarray, ridge: float = RIDGE) -> np.ndarray:
@@ -182,7 +182,7 @@ def training_labels() -> pd.DataFrame:
 
 def fit_e2e_calibration(method: str = "neusight", tiles: str = "spec", cfg_by_class: dict | None = None,
                         ridge: float = RIDGE) -> dict:
-    """{"factors": {group: f}, "devices": [names read], "labels": n} fitted on training-GPU labels only."""
+    """{"factors": {group: f}, "devices": [names read], "labels": n, "ridge": r} fitted on training-GPU labels only."""
     from .forecast import predict_table
     from .graph import capture
     from .labels import device_file_of_folder

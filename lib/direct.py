@@ -189,7 +189,7 @@ def shape_groups(df: pd.DataFrame, op_class: str) -> np.ndarray:
 
 def train_direct(op_class: str, arch: str = "mlp", layers: int = 8, cfg: TrainConfig = TrainConfig(),
                  max_rows: int | None = None) -> DirectPredictor:
-    """Train (or load from build/predictors/) a direct predictor; `layers` overrides cfg.layers."""
+    """Train (or load from figures/predictors/ or build/predictors/) a direct predictor; `layers` overrides cfg.layers."""
     cfg = replace(cfg, layers=int(layers))
     names = feature_names(op_class)
     if arch not in ARCHS:

@@ -5,8 +5,9 @@
         [--kernels-out KERNELS.csv]
 
 prints {"latency_ms", "forward_ms", "backward_ms", "kernels"}; --kernels-out PATH also writes the predicted kernel
-table (one row per distinct kernel: phase, block, op class, shape, count, pred_ms, total_ms) as CSV, to see where
-the time goes. One-line warnings on stderr: a GPU whose machine
+table (one row per distinct kernel: phase, layer (prologue/layer/epilogue), aten op, op class, shape, count, pred_ms,
+total_ms; fused and raw_ms with --fusion / --calibrate) as CSV, to see where the time goes. One-line warnings on stderr:
+--fusion in training mode (no label validates it); a GPU whose machine
 balance lies outside the training GPUs' (lib.caveats.extrapolation_note); a spec field that looks like other units,
 or a training GPU's name with another spec (lib.caveats.spec_notes); a model whose fp32 weights (+ gradients)
 alone exceed the GPU's memory (lib.caveats.memory_note). Kernels run one after another,
@@ -308,7 +309,7 @@ def main(argv=None) -> int:
     p = Parser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=file_path,
                    help="Hugging Face config.json of a BERT, GPT-2, OPT, SwitchTransformer or Llama-family model "
-                        "(e.g. DLmodel_configs/gpt3_27.json, data/models/llama3_8b.json)")
+                        "(e.g. data/neusight/data/DLmodel_configs/gpt3_27.json, data/models/llama3_8b.json)")
     p.add_argument("--device", required=True, type=file_path, help="device spec JSON (dataset format)")
     p.add_argument("--batch", type=int, required=True, help="sequences per step")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence (<= the model's maximum)")

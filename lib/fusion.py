@@ -14,7 +14,8 @@ from .ops import FP32_BYTES
 from .roofline import EW_BINARY
 
 # Fused chain op: the costliest transcendental member if any, else binary 'add' if any member
-# reads two tensors, else unary 'addu'. Traffic of the fused kernel = one read + one write of B x H.
+# reads two tensors, else unary 'addu'. The fused kernel costs one kernel of that op over B x H (binary: two reads +
+# one write; unary: one read + one write), not the sum over the chain.
 _TRANSCENDENTAL = ("gelu", "tanh", "pow", "powu")
 _FUSE_KEYS = ("phase", "layer", "count", "B", "H")
 # A chain (or single fusable kernel) directly before a softmax or layernorm of the same phase, layer,

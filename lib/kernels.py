@@ -12,7 +12,7 @@ may be a pipe (/dev/stdin): it is read once.
 A linear row with B > 1 is forecast as the one GEMM torch runs for it, over B*M rows (flatten_linear).
 --config: {op class: training config} for the NeuSight MLPs, used on every GPU (default:
 lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the five training
-GPUs; the trained weights are cached under build/predictors/; for a GPU never trained on, the classes with
+GPUs; the trained weights are loaded from figures/predictors/ or cached under build/predictors/; for a GPU never trained on, the classes with
 `envelope` on are capped by the forecasts of the training GPUs it dominates, lib.envelope). The result goes to the file
 (`--output -`: to standard output); progress to stderr; bad input exits non-zero with one line. A GPU whose machine
 balance lies outside the training GPUs' gets a one-line warning on stderr (lib.caveats.extrapolation_note), and so
@@ -191,7 +191,7 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
     """Latency (ms) per row on `device`, read from its spec (+ training-GPU data) only.
 
     df: columns op, B, M, N, K, H (and 'bytes' for op 'mem'; 'kernel_name' for tiles='oracle').
-    method: neusight | roofline | habitat | li (li: NaN where the device has no training rows).
+    method: neusight | roofline | habitat | li (li: NaN for the ops without training-split rows on the device).
     tiles (neusight): spec (= SPEC_TILES) | autotune | classifier | oracle (target's kernel names).
     cfg_by_class (neusight) and habitat_cfg (habitat): training configs; None = the defaults.
     seed (neusight): the training seed of the default configs (0: the committed results' models).
@@ -332,7 +332,7 @@ def _check_habitat_cap(pred: np.ndarray, kernels: pd.DataFrame, input_path: str,
 def main(argv=None) -> int:
     ap = Parser(prog="python -m lib.kernels", description=__doc__.splitlines()[0])
     ap.add_argument("--device", required=True, type=file_path, help="device JSON (dataset format)")
-    ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K or B,H ('-': standard input)")
+    ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K (bmm/linear), B,H (others) or bytes (mem) ('-': standard input)")
     ap.add_argument("--output", required=True, help="where to write the input + pred_ms ('-': standard output)")
     ap.add_argument("--method", default="neusight", choices=METHODS,
                     help="NeuSight (default) or a baseline; li needs training-split measurements of the target")

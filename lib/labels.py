@@ -124,8 +124,8 @@ def _blocks(path: Path) -> list[list[str]]:
 
 
 def paper_e2e_table(mode: str, path: Path | None = None) -> pd.DataFrame:
-    """Paper's NVIDIA inference or training table: gpu, device, model, paper_model, batch, seq (PAPER_SEQ), method,
-    paper_ape_pct."""
+    """Paper's NVIDIA inference or training table: gpu, device, mode, model, paper_model, batch, seq (PAPER_SEQ),
+    method, paper_ape_pct."""
     if mode not in ("inference", "training"):
         raise LabelError(f"mode must be 'inference' or 'training' (got {mode!r})")
     path = Path(path) if path else paths.SUMMARY / ("nvidia_inf.csv" if mode == "inference" else "nvidia_train.csv")

@@ -31,7 +31,8 @@ def largest_rows(feat: pd.DataFrame, share: float = LARGEST_SHARE) -> np.ndarray
 def make_config(cfg) -> tuple[TrainConfig, int | None, tuple, str, bool, str | None, bool, str | None]:
     """(TrainConfig, max_rows, features, validation, device_factors, overhead, hold_mem, held_out_gpu) from a TrainConfig or
     a dict of its fields plus the optional `max_rows` (seeded subsample), `features` (subset of
-    lib.features.FEATURES), `device_factors` (bool: learn one efficiency per training GPU),
+    lib.features.FEATURES), `ensemble` (number of seeds whose forecasts are averaged), `device_factors` (bool: learn
+    one efficiency per training GPU),
     `overhead` (lib.overhead: None, or 'isolated' / 'hidden' to learn a fixed time per kernel),
     `hold_mem` (bool, amendment 5: predictions hold f_mem's memory term to the learned GPUs' range),
     `envelope` (bool, amendment 6: lib.kernels caps the forecast by lib.envelope; not read by the model),

@@ -1,15 +1,18 @@
 """NeuSight's per-op-class utilization predictors (notebook 04; their scaling in notebook 03).
 
-One MLP per op class (BMM, FC, EW, SOFTMAX, LN) maps log-scaled features of lib.features (the
-paper's five, optionally f_wave_l2, and for softmax f_vec or f_softmax_block; plus a one-hot of the op
-for EW) to two numbers z_a, z_b; then
+One MLP per op class (BMM, FC, EW, SOFTMAX, LN) maps features of lib.features (the paper's five, log-scaled,
+optionally f_wave_l2, for GEMMs f_fill, for softmax f_vec or f_softmax_block, these three shares rather than logs;
+plus a one-hot of the op for EW) to two numbers z_a, z_b; then
     alpha = sigmoid(z_a),  beta = alpha * sigmoid(z_b)        (so 0 < beta < alpha < 1)
-    utilization = alpha - beta / num_waves                     (in (0, 1) for any num_waves >= 1)
+    utilization = alpha - beta / num_waves                     (in (0, 1) for any num_waves >= 1;
+                                                                the model for the training GPUs multiplies it by
+                                                                a learned efficiency per GPU, lib.utilization)
     latency_ms = num_waves * flops_per_tile / (bound_per_sm * utilization) * 1e3
 with bound_per_sm = bound_gflops * 1e9 / num_sm [FLOP/s] (lib.roofline). Writing beta as a
 fraction of alpha keeps utilization positive at one wave; the paper's formula is otherwise kept.
 Trained on split == 'train' rows only (the five training GPUs) with lib.train.fit (relative
-error, AdamW), cached under build/predictors/ by a hash of data, config and code. Configs are
+error, AdamW), loaded from the committed figures/predictors/ or cached under build/predictors/ by a hash of data,
+config and code. Configs are
 chosen on the training GPUs only (lib.selection; lib.predictor_config reads a config's keys):
 DEFAULT_CONFIGS forecast GPUs never trained on; KNOWN_CONFIGS, whose models also learn one efficiency per training GPU (device_efficiency),
 forecast the training GPUs themselves. Config key `overhead` (lib.overhead) adds a learned fixed
@@ -255,7 +258,7 @@ def training_info(op_class: str, cfg) -> dict:
 
 
 def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPredictor:
-    """Train (or load from build/predictors/) the utilization MLP of one op class.
+    """Train (or load from figures/predictors/ or build/predictors/) the utilization MLP of one op class.
 
     cfg: TrainConfig, or a dict of its fields plus `max_rows` (seeded subsample of training rows);
     None = DEFAULT_CONFIGS[op_class]. force=True retrains even when a cached model exists.

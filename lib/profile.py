@@ -1,7 +1,7 @@
 """Kernel-latency collector: time the dataset's ops on this GPU, write its CSV schema (notebook 01).
 
   python -m lib.profile --ops bmm,linear --dims train|test|DIMS.csv --output OUT.csv
-                        [--repeat 30] [--warmup 10] [--sample N] [--max-seconds S]
+                        [--repeat 30] [--warmup 10] [--sample N] [--seed 0] [--max-seconds S]
                         [--device-json OUT.json] [--overwrite]
 
 The ops, shape lists, timing and kernel-trace parsing live in lib.profile_ops (re-exported here);

@@ -41,7 +41,7 @@ def dims_of(op: str) -> tuple[str, ...]:
 
 
 def read_dims(path: Path | str, dims: tuple[str, ...]) -> list[tuple[int, ...]]:
-    """Shapes from a dims file (`B;M;N;K` or `B;H` per line, no header; commas accepted too)."""
+    """Shapes from a dims file (`B;M;N;K` or `B;H` per line, an optional first line naming the dims; commas too)."""
     path = Path(path)
     if not path.is_file():
         raise ProfileError(f"{path}: dims file not found")

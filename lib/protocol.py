@@ -47,7 +47,8 @@ def hold_mem_evidence(candidates: dict, choice: dict, classes=("EW", "SOFTMAX", 
                       fold: str = "Tesla P100-PCIE-16GB") -> pd.DataFrame:
     """Amendment 5's evidence (lib.selection): per class, MAPE (%) on `fold`'s training rows of the chosen
     candidate trained without that GPU, with f_mem's memory term as is and held to the other GPUs' range.
-    The P100 fold is the only one where the hold acts. Never reads OOD GPUs."""
+    On the P100 fold the hold does not act (P100 lies inside the other four GPUs' range), so both MAPEs are equal; it
+    would act only on the P4 and V100 folds, the range's ends. Never reads OOD GPUs."""
     from .predictors import train_predictor, training_table
     rows = []
     for c in classes:
@@ -183,7 +184,7 @@ def tile_rule_scores(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def selection_curves(op_class: str, cfg: dict, holdouts=None, shapes: bool = True) -> pd.DataFrame:
-    """Per-epoch validation MAPE (%) of one config, for the selection protocol of lib.predictors:
+    """Per-epoch validation MAPE (%) of one config, for the selection protocol of lib.selection:
     one run per held-out training GPU (leave-one-GPU-out) plus, if shapes, one run early-stopped
     on held-out shapes of the five training GPUs (lib.train.fit's 'shapes' split, inside the
     training split, never test_id rows). Ensembles: one row per seed. Never reads OOD GPUs.

@@ -2,13 +2,15 @@
 `make figures` on another CPU loads the weights the committed tables came from (README, Reproducibility).
 
 Training is chaotic in the last bit: the same code, data and seed train other weights on another CPU (an Intel Xeon
-against the AMD EPYC that made the run of 2026-11-25, `make repro`), and every table a trained model feeds moves
+against the AMD EPYC that made the earlier reference run of 2026-11-25, `make repro`; the committed weights are now
+the Xeon's, PROVENANCE.json's trained_on), and every table a trained model feeds moves
 within the spread over training seeds. Prediction is not chaotic: it runs each model once, so a last-bit difference
 stays in the last bit. So the full run's models are kept as files named like the machine cache's (<name>-<key>.pt,
 lib.train.cache_path), and lib.train.cached loads one of them before it looks at this machine's cache: the key names
 the data, config and code, so a model whose code or data changed has a new key, misses here and trains. A model the
 run read only for its info (a selection run's history) is kept without its weights (sync).
-NEUSIGHT_NO_REFERENCE=1 trains every model on this machine instead (as `make repro` and `make bench` always do).
+NEUSIGHT_NO_REFERENCE=1 trains every model on this machine instead (as `make repro` does, and `make bench`'s training
+benchmark).
 """
 from __future__ import annotations
 

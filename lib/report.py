@@ -2,8 +2,9 @@
 
     python -m lib.report            rewrite the block between the README's result markers
     python -m lib.report --check    exit 1 if that block differs from what figures/tables/ give
+    (either with --readme PATH: another README than the repository's)
 
-Every number in the block is read from a table a notebook wrote; the paper's columns come from
+Every number in the block is read from a table a notebook (or `make bench`, bench.csv) wrote; the paper's columns come from
 the dataset's summary/ through those same tables. Nothing here is typed in.
 """
 from __future__ import annotations
@@ -288,7 +289,8 @@ def replace_block(text: str, block: str, where: str = "README.md") -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m lib.report", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the README's block is stale")
-    p.add_argument("--readme", type=Path, default=paths.ROOT / "README.md")
+    p.add_argument("--readme", type=Path, default=paths.ROOT / "README.md",
+                   help="the README whose result block is written or checked (default: the repository's)")
     args = p.parse_args(argv)
     try:
         text = args.readme.read_text()

@@ -146,9 +146,8 @@ for _name, _f in (("wave_l2_vec", "f_vec"), ("wave_l2_block", "f_softmax_block")
 AMENDMENT4 = {"SOFTMAX": ("wave_l2_vec", "wave_l2_block")}   # candidate names added by amendment 4
 AMENDMENT4_UNSEEN_CHOICE = {**AMENDMENT2_UNSEEN_CHOICE, "SOFTMAX": ("wave_l2_vec", 8)}
 AMENDMENT4_KNOWN_CHOICE = {**AMENDMENT2_KNOWN_CHOICE, "SOFTMAX": ("wave_l2_block", 37)}
-# LOGO configs of the LOGO-only choice, and the full-run defaults (params/full, the CLI and
-# end-to-end forecasts): the selected choices retrained on all five training GPUs for the selected
-# number of epochs with no validation split (validation='none').
+# LOGO configs of the LOGO-only choice (the full-run defaults, the selected choices retrained on all five training
+# GPUs for the selected number of epochs with no validation split, validation='none', are built by _final below).
 LOGO_CONFIGS = {c: {**_BASE, **{k: v for k, v in LOGO_SELECTED[c].items() if k != "epochs"}} for c in OP_CLASSES}
 
 
@@ -181,7 +180,8 @@ AMENDMENT6_KNOWN_CONFIGS = _final(_chosen(CANDIDATES, AMENDMENT4_KNOWN_CHOICE, d
 # Rule, written before any number of the change was computed: per class reading f_mem (EW, SOFTMAX, LN), adopt
 # iff its MAPE on the held-out GPU of the P100 LOGO fold (lib.protocol.hold_mem_evidence) is not higher with the hold.
 # The rule assumed P100 (0.29 GB/SM) lies outside the other four GPUs' range; it does not (P4: 0.20), so the hold
-# acts on no fold and the MAPEs came out identical (notebook 04 recomputes them): all three classes are adopted by
+# does not act on the P100 fold the rule scores (it would on the P4 and V100 folds, the range's ends) and the MAPEs
+# came out identical (notebook 04 recomputes them): all three classes are adopted by
 # the rule's letter, with no evidence from the training GPUs either way. On the training GPUs themselves nothing
 # changes. Notebook 04 shows every OOD number before and after.
 HOLD_MEM_CLASSES = ("EW", "SOFTMAX", "LN")

@@ -107,7 +107,7 @@ class TrainConfig:
     lr: float = 1e-3
     weight_decay: float = 1e-4
     patience: int = 10           # epochs without validation improvement before stopping
-    val_fraction: float = 0.1    # of the training-GPU rows, held out for early stopping
+    val_fraction: float = 0.1    # share of the training shapes (whole groups) held out for early stopping ('shapes')
     seed: int = 0
     schedule_epochs: int | None = None   # length of the cosine learning-rate schedule; None = epochs
 
@@ -255,7 +255,7 @@ def cache_key(*parts) -> str:
 
 
 # The CPU model names the folder too: on 2026-11-26 an Intel Xeon whose BLAS fingerprint equals the AMD EPYC's of the
-# committed run trained other weights from the same code and data (README, Reproducibility), so the fingerprint alone
+# earlier reference run trained other weights from the same code and data (README, Reproducibility), so the fingerprint alone
 # does not keep apart weights trained another way.
 def cache_folder() -> str:
     """torch<v>-numpy<v>-pandas<v>-<cpu model>-blas-<fingerprint>-threads<N>: one folder per numeric environment
