@@ -227,7 +227,6 @@ def error_by(df: pd.DataFrame, col: str, by: str) -> pd.DataFrame:
             .reset_index().rename(columns={"key": by}))
 
 
-
 TILE_GROUPS = ("one the rule can choose", "another tile", "no tile in its name")
 
 
