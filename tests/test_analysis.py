@@ -14,6 +14,13 @@ def test_fit_alpha_beta_recovers_exact_curve():
     assert r2 == pytest.approx(1.0)
 
 
+def test_fit_table_median_utilization():
+    # one group, utilization 0.1, 0.2 and 0.9 at 1, 2 and 4 waves: the median (0.2), not the mean (0.4)
+    df = pd.DataFrame({"device": "a", "op_class": "EW", "num_waves": [1.0, 2.0, 4.0], "utilization": [0.1, 0.2, 0.9]})
+    t = A.fit_table(df).iloc[0]
+    assert t["util_median"] == pytest.approx(0.2) and t["rows"] == 3
+
+
 def test_fit_alpha_beta_degenerate():
     assert np.isnan(A.fit_alpha_beta([3, 3, 3], [0.1, 0.2, 0.3])[0])   # 1/waves constant
     assert np.isnan(A.fit_alpha_beta([1], [0.5])[0])
@@ -52,6 +59,8 @@ def test_tile_usage_shares_sum_to_one():
     t = A.tile_usage(df)
     assert t.loc["a", "128x64"] == pytest.approx(2 / 3) and t.loc["a", "64x64"] == pytest.approx(1 / 3)
     assert "b" not in t.index
+    top = A.tile_usage(df, top=1)                   # the most used tile is kept, the rest is 'other'
+    assert list(top.columns) == ["128x64", "other"] and top.loc["a", "other"] == pytest.approx(1 / 3)
 
 
 
@@ -62,6 +71,10 @@ def test_peak_reached():
     # 2*1000 FLOP in 2e-6 ms = 1000 GFLOP/s, in 1e-6 ms = 2000 GFLOP/s; q=1 -> 2000 / 4000
     out = A.peak_reached(df, q=1.0)
     assert list(out.index) == ["a"] and out["a"] == pytest.approx(0.5)
+    # the default: the 99th percentile. 100 kernels at 1, 2, ..., 100 GFLOP/s on a 100 GFLOP/s peak -> 99.01 / 100
+    ramp = pd.DataFrame({"device": "r", "op_class": "BMM", "B": 1, "M": 10, "N": 10, "K": 10,
+                         "latency_ms": 2e-3 / np.arange(1, 101), "peak_gflops": 100.0})
+    assert A.peak_reached(ramp)["r"] == pytest.approx(0.9901)
 
 
 def test_bandwidth_reached_by_hand():
@@ -158,6 +171,9 @@ def test_shape_error_transfer_by_hand():
     soft = out.loc["SOFTMAX"]
     assert soft["shapes"] == 1 and np.isnan(soft["corr"])
     assert soft["without_shape_error_mape_pct"] == pytest.approx(0.0)
+    # two shared shapes: a correlation of two points is always +-1, so none is given
+    two = A.shape_error_transfer(pd.DataFrame(rows[:4]), column="pred")
+    assert two["shapes"].tolist() == [2] and np.isnan(two["corr"]).all()
 
 
 def test_error_by_row_length_by_hand():
@@ -176,6 +192,9 @@ def test_error_by_row_length_by_hand():
     # a row longer than the last edge has no bin: an error, not a row dropped from the table
     with pytest.raises(ValueError, match="H = 20000"):
         A.error_by_row_length(pred.assign(H=[512, 512, 20_000, 512]), "p", {"SOFTMAX": 4094})
+    # a bin is beyond training only if every row of it is: 5,000 and 7,000 against a longest training row of 6,000
+    mixed = A.error_by_row_length(pred.assign(H=[5_000, 7_000, 10_000, 512]), "p", {"SOFTMAX": 6000})
+    assert mixed.set_index("row_from")["beyond_training"].to_dict() == {4096: False, 8192: True}
 
 
 def test_softmax_rows_split_evenly_by_hand():

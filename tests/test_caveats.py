@@ -71,3 +71,15 @@ def test_spec_notes_hand_cases():
     assert note.startswith("what-if.json: 'SingleFLOPs' (66908 GFLOP/s) is 1.61 times 2 x Num_Sm x Core_Per_SM x Freq "
                            "(41564.2 GFLOP/s)")
     assert C.spec_notes(_spec(Freq=1500)) == []   # 1.32 times: within FMA_PEAK_TOLERANCE
+
+
+def test_spec_notes_and_balance_below_the_known_range():
+    # TB/s given for GB/s: 4.8 lies more than 10 times below the least known bandwidth (P4's 192)
+    [note] = C.spec_notes(_spec(Mem_Bw=4.8))
+    assert note.startswith("what-if.json: 'Mem_Bw' = 4.8 (known: 192 to 8000) lies more than 10 times outside")
+    # TFLOP/s given for GFLOP/s: both the range note and the FMA note (0.001 times 2 x SMs x cores x clock)
+    units, fma = C.spec_notes(_spec(SingleFLOPs=66.9))
+    assert "'SingleFLOPs' = 66.9" in units and fma.startswith("what-if.json: 'SingleFLOPs' (66.9 GFLOP/s) is 0.001 times")
+    # a balance below every training GPU's (66,908 GFLOP/s over 8,000 GB/s = 8.4 < 12.5) is an extrapolation too
+    assert C.extrapolation_note(_spec(Mem_Bw=8000)).startswith("NVIDIA H200's machine balance (8.4 FLOP/byte) lies "
+                                                               "outside the training GPUs' (12.5-29.7)")

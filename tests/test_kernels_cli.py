@@ -227,6 +227,22 @@ def test_booleans_inside_an_object_column_are_not_dimensions():
         check_kernels(table)
 
 
+def test_a_zero_dimension_is_no_kernel():
+    with pytest.raises(KernelInputError, match=r"column 'H' must be a positive integer for vector ops \(row 1\)"):
+        check_kernels(pd.DataFrame({"op": ["add", "add"], "B": [1, 1], "H": [4, 0]}))
+    with pytest.raises(KernelInputError, match=r"column 'M' must be a positive integer for bmm/linear \(row 0\)"):
+        check_kernels(pd.DataFrame({"op": ["bmm"], "B": [1], "M": [0], "N": [4], "K": [4]}))
+    assert len(check_kernels(pd.DataFrame({"op": ["mem"], "bytes": [0]}))) == 1      # no bytes moved: allowed
+
+
+def test_oracle_grid_fallback_needs_a_positive_grid():
+    from lib.devices import device_by_name
+    table = pd.DataFrame({"op": ["bmm"], "B": [1], "M": [64], "N": [64], "K": [64], "kernel_name": ["foo"],
+                          "grid_x": [0], "grid_y": [1]})
+    with pytest.raises(KernelInputError, match=r"row 0: .*positive number in column 'grid_x'"):
+        predict_kernels(table, device_by_name("Tesla T4"), tiles="oracle")
+
+
 def test_a_precision_other_than_fp32_is_refused_not_forecast_as_fp32():
     table = pd.DataFrame({"op": ["bmm", "bmm", "bmm"], "B": [1, 1, 1], "M": [64] * 3, "N": [64] * 3, "K": [64] * 3})
     for col, values in (("dtype", ["fp32", "torch.float32", None]), ("Precision", ["FP32", "", "float"])):
@@ -235,6 +251,8 @@ def test_a_precision_other_than_fp32_is_refused_not_forecast_as_fp32():
         check_kernels(table.assign(dtype=["fp32", "fp16", "fp32"]))
     with pytest.raises(KernelInputError, match=r"column 'precision' asks for 'tf32' \(row 0\)"):
         check_kernels(table.assign(precision=["tf32", "fp32", "fp32"]))
+    with pytest.raises(KernelInputError, match=r"column 'DType' asks for 'fp16' \(row 2\)"):   # the name in any case
+        check_kernels(table.assign(DType=["fp32", "fp32", "fp16"]))
     assert len(check_kernels(table.assign(note=["fp16"] * 3))) == 3            # other columns are carried through
 
 

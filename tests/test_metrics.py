@@ -55,6 +55,13 @@ def test_mape_ci_table_per_group():
     assert t.loc["a", "mape_pct"] == pytest.approx(10.0) and t.loc["a", "rows"] == 2
     assert (t.loc["a", "ci_low_pct"], t.loc["a", "ci_high_pct"]) == (10.0, 10.0)
     assert t.loc["b", "mape_pct"] == pytest.approx(50.0)
+    # three unequal errors (10, 0, 30): the mean, not the median; a row without a forecast is not a row;
+    # the interval is the 95% bootstrap of the group's own errors
+    df = pd.DataFrame({"g": ["c"] * 4, "pred": [110.0, 100.0, 130.0, np.nan], "latency_ms": [100.0] * 4})
+    t = metrics.mape_ci_table(df, "pred", "g").iloc[0]
+    assert t["mape_pct"] == pytest.approx(40 / 3) and t["rows"] == 3
+    assert (t["ci_low_pct"], t["ci_high_pct"]) == metrics.bootstrap_mean_ci([10.0, 0.0, 30.0])
+    assert (t["ci_low_pct"], t["ci_high_pct"]) != metrics.bootstrap_mean_ci([10.0, 0.0, 30.0], level=0.9)
 
 
 def test_never_trained_table_by_hand():
@@ -75,6 +82,19 @@ def test_never_trained_table_by_hand():
     assert t["level_free_mape_pct"].tolist() == pytest.approx([10.0, 0.0, 10.0, 0.0, 20 / 3])
 
 
+def test_never_trained_table_levels_and_ratios_per_gpu_and_group():
+    from lib.metrics import never_trained_table
+    # one GPU, two kernels: x forecast at 1.1 of its measurement, y at 2.0 and 2.0 and 3.5 (three unequal ratios)
+    held = pd.DataFrame({"device": ["A"] * 4, "k": ["x", "y", "y", "y"], "pred": [11.0, 20.0, 20.0, 35.0],
+                         "meas": [10.0] * 4, "trained": [10.0] * 4})
+    ood = pd.DataFrame({"device": ["O"], "k": ["x"], "pred": [10.0], "meas": [10.0]})
+    t = never_trained_table(held, ood, "k").set_index(["group", "k"])
+    assert t.loc[("A", "y"), "median_ratio"] == pytest.approx(2.0)          # the median, not the mean (2.5)
+    # each kernel's level is its own median ratio: x is exact once divided by 1.1, y's 3.5 is 75% off 2.0
+    assert t.loc[("A", "x"), "level_free_mape_pct"] == pytest.approx(0.0)
+    assert t.loc[("A", "y"), "level_free_mape_pct"] == pytest.approx(75 / 3)
+
+
 def test_spearman_exact_p_by_hand():
     from lib.metrics import spearman_exact_p
     # n = 5: rho >= 0.8 means sum d^2 <= 4: the identity, 4 adjacent swaps and 3 pairs of disjoint adjacent swaps
@@ -85,6 +105,8 @@ def test_spearman_exact_p_by_hand():
     assert spearman_exact_p([1, 2, 3], [1, 2, 3]) == (pytest.approx(1.0), pytest.approx(1 / 6))
     with pytest.raises(ValueError, match="3 to 9 pairs"):
         spearman_exact_p([1, 2], [1, 2])
+    with pytest.raises(ValueError, match="3 to 9 pairs"):                  # 10! orderings: too many to list
+        spearman_exact_p(range(10), range(10))
     for x in ([1, 1, 1], [1, float("nan"), 3]):                       # no ranking, or a missing value
         with pytest.raises(ValueError, match="two different values"):
             spearman_exact_p(x, [1, 2, 3])

@@ -135,3 +135,35 @@ def test_the_long_notebooks_have_a_current_table_of_contents(name):
     cells = outputs.read_cells(path)
     assert [c.get("id") for c in cells].index(outputs.CONTENTS_ID) == 1, f"{name}: the contents cell follows the title"
     assert outputs.stale_contents(path) is None, f"{name}: run python -m lib.outputs --contents"
+
+
+def test_shell_escapes_and_magics_are_not_python():
+    assert outputs._writer_names("!pip list\n%time x = 1\nsave_table(d, 'a')", "cell") == [("save_table", "a")]
+
+
+def test_check_fails_on_each_kind_of_problem(tmp_path, monkeypatch, capsys):
+    # a repository of one notebook (table of contents, one table) and its figures/, current: --check passes; then each
+    # problem alone makes it fail, naming the problem
+    root, figures = tmp_path / "repo", tmp_path / "repo" / "figures"
+    (root / "notebooks").mkdir(parents=True)
+    (figures / "tables").mkdir(parents=True)
+    monkeypatch.setattr(outputs.paths, "ROOT", root)
+    monkeypatch.setattr(outputs.paths, "FIGURES", figures)
+    nb = _notebook(root / "notebooks", [("markdown", "# 09 Demo", "t"), ("markdown", "**Contents**\n\n- [A](<#A>)",
+                                        "contents"), ("markdown", "## A", "m"), ("code", "save_table(df, 'kept')", "c")])
+    for f in ("tables/kept.csv", "tables/bench.csv"):
+        (figures / f).write_text("x")
+    assert outputs.main([]) == 0 and outputs.main(["--check"]) == 0
+    index, kept = figures / outputs.INDEX_NAME, figures / "tables" / "kept.csv"
+    current = index.read_text()
+    capsys.readouterr()
+    index.write_text(current + "\nedited by hand\n")
+    assert outputs.main(["--check"]) == 1 and "INDEX.md is stale" in capsys.readouterr().err
+    index.write_text(current)
+    kept.unlink()
+    assert outputs.main(["--check"]) == 1 and "tables/kept.csv is written by a notebook but" in capsys.readouterr().err
+    kept.write_text("x")
+    cells = json.loads(nb.read_text())
+    cells["cells"][2]["source"] = "## B"
+    nb.write_text(json.dumps(cells))
+    assert outputs.main(["--check"]) == 1 and "its table of contents is stale" in capsys.readouterr().err

@@ -28,6 +28,10 @@ def test_mape_ci_says_where_the_interval_lies_beside_the_paper():
     assert out.loc["BMM", ["ci_low_pct", "ci_high_pct"]].tolist() == pytest.approx([15.0, 15.0])
     assert out["vs_paper"].to_dict() == {"BMM": "above", "FC": "below", "EW": "spans"}
     assert out.loc["EW", "mape_pct"] == pytest.approx(15.0) and (out["rows"] == 40).all()
+    # an interval that touches the paper's number does not lie below or above it
+    tied = paper.copy()
+    tied.loc[NEUSIGHT, ("OOD", "BMM")] = out.loc["BMM", "ci_high_pct"]      # 15, as the float the interval holds
+    assert perop.mape_ci(df[df["op_class"] == "BMM"], ["pred_neusight"], tied)["vs_paper"].tolist() == ["spans"]
 
 
 def test_spec_whatif_mape_reforecasts_one_gpu_only():
@@ -82,6 +86,9 @@ def test_seed_spread_by_hand():
     assert with_mean["BMM"] == 14.0 and np.isnan(with_mean["FC"])
     assert out["vs_paper"].to_dict() == {"BMM": "spans", "FC": "below"}
     assert (out["seeds"] == 2).all() and out.loc["FC", "paper_pct"] == 13.9
+    # the paper's 16.5 lies above the seeds' mean (16) but within their range (15 to 17): still 'spans'
+    paper.loc[NEUSIGHT, ("OOD", "BMM")] = 16.5
+    assert perop.seed_spread(per_seed, paper).set_index("op_class").loc["BMM", "vs_paper"] == "spans"
 
 
 def test_seed_mape_trains_each_seed_and_scores_it_like_mape_table():
@@ -130,6 +137,12 @@ def test_held_out_gpu_forecasts_use_models_trained_without_that_gpu():
     assert not np.allclose(out[t4], predict_kernels(t4_rows, t4_spec, cfg_by_class=cfg))   # with T4: other weights
     table = perop.held_out_gpu_mape(test.assign(held=out, pred_neusight=1.0), "held").set_index("group")
     assert table.loc["Tesla T4", "kernels"] == t4.sum() and "NVIDIA A100 80GB PCIe" in table.index
+    # the OOD pool is the OOD GPUs' rows alone (not the other training GPUs' rows without a held-out forecast), and
+    # 'trained' is T4's forecast when trained on (here 1.0 ms everywhere), not the held-out one
+    from lib.metrics import NEVER_TRAINED_POOLS
+    assert table.loc[NEVER_TRAINED_POOLS[1], "kernels"] == (test["split"] == "test_ood").sum()
+    t4_meas = test.loc[t4, "latency_ms"]
+    assert table.loc["Tesla T4", "trained_mape_pct"] == pytest.approx((100 * (1 - t4_meas).abs() / t4_meas).mean())
 
 
 def test_error_by_tile_choice_by_hand():
@@ -156,3 +169,27 @@ def test_error_by_tile_choice_by_hand():
     # a missing prediction would be dropped from the mean but counted in rows: an error instead
     with pytest.raises(ValueError, match="other has no prediction"):
         perop.error_by_tile_choice(df.assign(other=[1.0, np.nan, 1.0, 1.0, 1.0, np.nan]), ["pred", "other"])
+    # a share is of the class's error on every OOD GPU: FC off by 10% on one GPU and 30% on another -> 1/4 and 3/4
+    two = pd.DataFrame({"op_class": "FC", "split": "test_ood", "device": ["H", "A"], "latency_ms": 1.0,
+                        "pred": [1.1, 1.3], "kernel_name": "ampere_sgemm_128x128_tn"})
+    shares = perop.error_by_tile_choice(two, ["pred"]).set_index("device")["error_share_pred"]
+    assert shares.to_dict() == pytest.approx({"H": 0.25, "A": 0.75})
+
+
+def test_test_table_subsample_keeps_at_most_the_asked_rows_per_class_and_split():
+    t = perop.test_table(3)
+    sizes = t.groupby(["op_class", "split"]).size()
+    assert (sizes == 3).all() and len(sizes) == 10        # five classes, each with in-distribution and OOD rows
+
+
+def test_error_by_waves_puts_a_single_wave_in_the_first_bin():
+    # the bins are right-closed: exactly 1 wave is (0, 1], 4 waves (1, 4], ...
+    from lib.devices import device_by_name
+    from lib.features import add_features
+    df = pd.DataFrame({"op": "add", "op_class": "EW", "B": 1, "H": [256, 2 ** 26], "split": "test_id",
+                       "latency_ms": 1.0, "pred": [1.1, 1.0], **device_by_name("Tesla T4").spec_columns()})
+    waves = add_features(df)["num_waves"].tolist()
+    assert waves[0] == 1 and waves[1] > 256
+    out = perop.error_by(df, "pred", "waves").set_index("waves")["mape_pct"]
+    assert str(out.index[0]) == "(0.0, 1.0]" and out.iloc[0] == pytest.approx(10.0)
+    assert str(out.index[1]) == "(256.0, inf]"

@@ -28,6 +28,7 @@ def test_power_per_peak_by_hand():
 @pytest.mark.parametrize("text, match", [
     ("device,board_power_w\nT4,70\n", "missing column.*source"),
     ("device,board_power_w,source\nT4,-70,x\n", "row 2: needs a device, a positive board_power_w"),
+    ("device,board_power_w,source\nT4,0,x\n", "row 2: needs a device, a positive board_power_w"),
     ("device,board_power_w,source\nT4,70,\n", "row 2: .*and a source"),
     ("device,board_power_w,source\nT4,70,x\n,71,y\n", "row 3: needs a device"),
     ("device,board_power_w,source\nT4,70,x\nT4,71,y\n", "device 'T4' listed twice"),
@@ -80,3 +81,17 @@ def test_derating_table_by_hand():
     assert t.loc["o", "mape_pct"] == pytest.approx(50.0) and t.loc["o", "derated_mape_pct"] == 0.0
     assert t.loc["training GPUs, each held out", "kernels"] == 2 and t.loc["OOD GPUs", "median_ratio"] == 0.5
     assert t.loc["t1", "median_ratio"] == pytest.approx(1.05)
+    # three unequal ratios (1.0, 1.0, 1.3): the median, not the mean
+    three = pd.DataFrame({"device": "t1", "op_class": "FC", "meas": 1.0, "pred": [1.0, 1.0, 1.3], "pred_derated": 1.0},
+                         index=range(3))
+    assert power.derating_table(three, ["t1"]).set_index("group").loc["t1", "median_ratio"] == pytest.approx(1.0)
+
+
+def test_power_derated_reads_each_gpus_median_bias():
+    # t1's forecasts are 0.5, 0.5 and 2.0 times its measurements: its bias is their median, 0.5 (the mean would be
+    # 1.0), so the line through t1..t3 is bias = 0.5 * (w / 10) and o, at 20 W, is divided by 1.0
+    w = pd.Series({"t1": 10.0, "t2": 20.0, "t3": 40.0, "o": 20.0})
+    ratios = {"t1": [0.5, 0.5, 2.0], "t2": [1.0] * 3, "t3": [2.0] * 3, "o": [0.8] * 3}
+    rows = pd.DataFrame([{"device": d, "op_class": "BMM", "meas": 1.0, "pred": r} for d in ratios for r in ratios[d]])
+    out = power.power_derated(rows, w, ["t1", "t2", "t3"])
+    assert out[rows["device"] == "o"].tolist() == pytest.approx([0.8] * 3)

@@ -182,6 +182,14 @@ def test_size_extrapolation_trains_without_the_largest_rows(tmp_path, monkeypatc
     t = size_extrapolation("SOFTMAX", cfg)
     assert len(t) == 2 and (t["rows"] == int(P.largest_rows(feat).sum())).all()
     assert np.isfinite(t["mape_pct"]).all() and (t["mape_pct"] > 0).all()
+    # the clipped row is the model as it predicts (inputs clipped), per GPU the mean APE of that GPU's largest rows
+    from lib.protocol import CLIPPED
+    held = feat[P.largest_rows(feat)]
+    err = pd.Series(100 * np.abs(p.predict(held) - held["latency_ms"]) / held["latency_ms"], index=held.index)
+    clipped = t.set_index("inputs").loc[CLIPPED]
+    assert clipped["mape_pct"] == pytest.approx(err.mean())
+    per_gpu = err.groupby(held["device"]).mean()
+    assert clipped[per_gpu.index].tolist() == pytest.approx(per_gpu.tolist())
 
 
 def test_logo_table_holds_out_each_gpu(tmp_path, monkeypatch):
@@ -199,6 +207,15 @@ def test_logo_table_holds_out_each_gpu(tmp_path, monkeypatch):
     assert [p.info["validation"] for p in trained] == ["Tesla P4", "Tesla T4"]
     assert [p.info["train_rows"] for p in trained] == [len(feat) - n for n in held]
     assert np.isfinite(t["mape_oracle"]).all() and (t["mape_oracle"] > 0).all()
+    assert t["mape_spec"].isna().all()                              # vector ops: no tile to choose
+
+
+def test_logo_table_scores_spec_tiles_for_both_gemm_classes(tmp_path, monkeypatch):
+    from lib.protocol import logo_table
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    for c in ("BMM", "FC"):
+        t = logo_table(c, {**TINY, "epochs": 1, "patience": 1}, holdouts=["Tesla T4"], spec_tiles=True)
+        assert np.isfinite(t["mape_spec"]).all() and (t["mape_spec"] > 0).all(), c
 
 
 def test_ensemble_averages_the_seeds(tmp_path, monkeypatch):
@@ -234,6 +251,11 @@ def test_combined_scores_by_hand():
     assert t.loc["geometric_mean", "score"] == pytest.approx((104 / 3 + 8) / 2)
     with pytest.raises(ValueError, match="shapes"):
         combined_scores(_curves().query("run != 'shapes'"))
+    # the LOGO candidate is the median of the folds' best epochs, not their mean: bests 1, 1, 4 -> 1 (mean 2)
+    skew = pd.DataFrame([{"op_class": "EW", "run": r, "seed": 0, "epoch": e + 1, "val_mape": v}
+                         for r, vals in {"A": [1, 2, 3, 4], "B": [1, 2, 3, 4], "C": [4, 3, 2, 1],
+                                         "shapes": [4, 3, 2, 1]}.items() for e, v in enumerate(vals)])
+    assert combined_scores(skew).set_index("candidate").loc["logo_median_best", "epochs"] == 1
 
 
 def test_selection_candidates_and_curves(tmp_path, monkeypatch):
@@ -283,6 +305,7 @@ def test_selection_candidates_and_curves(tmp_path, monkeypatch):
     for c in OP_CLASSES:
         assert {k: v for k, v in P.DEFAULT_CONFIGS[c].items() if k not in ("envelope", "hold_mem")} == selection._final(P.SELECTED)[c]
         assert P.DEFAULT_CONFIGS[c].get("envelope", False) == (c in selection.ENVELOPE_CLASSES)
+        assert selection.AMENDMENT6_DEFAULT_CONFIGS[c].get("envelope", False) == (c in selection.ENVELOPE_CLASSES)
         assert P.DEFAULT_CONFIGS[c].get("hold_mem", False) == (c in selection.HOLD_MEM_CLASSES)
         if c not in selection.AMENDMENT7:
             assert P.DEFAULT_CONFIGS[c] == selection.AMENDMENT6_DEFAULT_CONFIGS[c]
@@ -373,6 +396,12 @@ def test_tile_rule_table_runs_each_rule(tmp_path, monkeypatch):
     held = set(map(tuple, feat.iloc[val][["B", "M", "N", "K"]].to_numpy(float)))
     seen = set(map(tuple, fitted[1].query("op == 'linear'")[["B", "M", "N", "K"]].to_numpy(float)))
     assert len(val) == shapes_rows and held and not held & seen
+    # the shapes run's oracle rule, by hand: the model early-stopped on those shapes, MAPE and median pred / meas
+    oracle = t.set_index(["run", "rule"]).loc[("shapes", "oracle")]
+    rows = feat.iloc[val]
+    ratio = P.train_predictor("FC", {**cfg, "validation": "shapes"}).predict(rows) / rows["latency_ms"].to_numpy()
+    assert oracle["median_ratio"] == pytest.approx(np.median(ratio))
+    assert oracle["mape_pct"] == pytest.approx(100 * np.mean(np.abs(ratio - 1)))
 
 
 def test_hold_mem_term_by_hand():
