@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -170,6 +171,41 @@ def test_fused_forecast_folds_and_sweep_agrees():
     assert sw["latency_ms"].iloc[0] == pytest.approx(fused["latency_ms"])
 
 
+
+def test_evaluate_labels_forecasts_a_fused_label_fused():
+    from lib.forecast import evaluate_labels
+    from lib.labels import device_file_of_folder
+    lab = load_labels()
+    fused = lab[lab.option == "fusion"].iloc[[0]]
+    plain = lab[(lab.option == "") & (lab[["gpu", "model", "mode", "seq", "batch"]] ==
+                                      fused[["gpu", "model", "mode", "seq", "batch"]].iloc[0]).all(axis=1)]
+    out = evaluate_labels(pd.concat([fused, plain]), methods=("roofline",))
+    r = fused.iloc[0]
+    args = (paths.MODEL_CONFIGS / f"{r.model}.json", load_device(device_file_of_folder(r.gpu)), r.batch, r.seq, r["mode"])
+    assert out["roofline_ms"].tolist() == pytest.approx([forecast(*args, fusion=True, method="roofline")["latency_ms"],
+                                                        forecast(*args, method="roofline")["latency_ms"]])
+    assert out["roofline_ms"].iloc[0] < out["roofline_ms"].iloc[1]
+
+
+def test_sweep_calibrates_as_forecast_does(monkeypatch):
+    import lib.forecast as forecast_mod
+    monkeypatch.setattr(forecast_mod, "get_calibration", lambda *a, **k: {"factors": {"FC": 0.5, "bw": 2.0}})
+    dev = load_device(H100)
+    one = forecast(GPT2, dev, 4, 1024, "training", method="roofline", calibrate=True)
+    assert one["latency_ms"] != pytest.approx(forecast(GPT2, dev, 4, 1024, "training", method="roofline")["latency_ms"])
+    sw = forecast_sweep(GPT2, [dev], [4], 1024, "training", method="roofline", calibrate=True)
+    assert sw["latency_ms"].iloc[0] == pytest.approx(one["latency_ms"])
+
+
+def test_kernel_table_sums_the_raw_time_of_a_kernel_called_twice(tmp_path):
+    from lib.forecast import write_kernel_table
+    # one linear called at two places of a block, calibrated from 2 ms to 1 ms each: one row, 2 ms in total, 4 ms raw
+    row = dict(phase="fw", layer="layer", aten="aten.addmm.default", op="linear", B=1, M=8, N=8, K=8, H=np.nan,
+               bytes=np.nan, shapes="[]", count=1, pred_ms=1.0, total_ms=1.0, raw_ms=2.0)
+    out = pd.read_csv(write_kernel_table(pd.DataFrame([row, row]), tmp_path / "k.csv"))
+    assert len(out) == 1 and out[["count", "total_ms", "raw_ms"]].iloc[0].tolist() == [2, 2.0, 4.0]
+
+
 def test_labels_counts():
     lab = load_labels()
     nv = lab[lab.vendor == "nvidia"]
@@ -180,6 +216,8 @@ def test_labels_counts():
     h = lab[(lab.gpu == "NVIDIA_H100_80GB_HBM3") & (lab.model == "gpt3_27") & (lab["mode"] == "training")]
     assert h.device.iloc[0] == "NVIDIA H100 80GB HBM3" and h.seq.iloc[0] == 2048 and h.batch.iloc[0] == 1
     assert h.e2e_ms.iloc[0] == pytest.approx(h.fw_ms.iloc[0] + h.bw_ms.iloc[0], rel=1e-6)
+    raw = json.loads(Path(h.json.iloc[0]).read_text())       # forward and backward each from its own field
+    assert (h.fw_ms.iloc[0], h.bw_ms.iloc[0]) == (raw["fw_latency"], raw["bwall_latency"])
 
 
 def test_paper_tables():
@@ -190,6 +228,8 @@ def test_paper_tables():
     cell = inf[(inf.gpu == "NVIDIA_H100_80GB_HBM3") & (inf.model == "gpt3_27") & (inf.batch == 8)
                & (inf.method == "neusight")]
     assert cell.paper_ape_pct.iloc[0] == pytest.approx(0.4)
+    # a blank cell (no number in the paper's table) is missing, not an error of 0%: 120 inference and 88 training cells
+    assert inf.paper_ape_pct.isna().sum() == 120 and tr.paper_ape_pct.isna().sum() == 88
     fu = paper_fusion_table()
     assert len(fu) == 16 and fu.fused.sum() == 8
     row = fu[(fu.gpu == "NVIDIA_A100-PCIE-40GB") & (fu.model == "bert_large") & (fu.batch == 8) & fu.fused]
@@ -254,6 +294,21 @@ def test_label_nodes_parts(tmp_path):
     assert parts.to_dict() == {"wte": "prologue", "transformer_h_0_ln_1": "layer",
                                "transformer_h_0_mlp_dropout": "layer", "dropout_2": "layer", "add_15": "layer",
                                "view_13": "epilogue", "add_16": "epilogue", "transformer_ln_f": "epilogue"}
+    # the measured layer: the layer's nodes only (0.1 ms forward, 0.2 ms backward each): LN one node, the two
+    # dropouts MEM, the residual add EW; the embedding (prologue) and ln_f, add_16 (epilogue) are not in it
+    meas = calibration.measured_layer(csv).set_index(["cls", "phase"])["meas_ms"]
+    assert meas[("LN", "fw")] == pytest.approx(0.1) and meas[("LN", "bw")] == pytest.approx(0.2)
+    assert meas[("MEM", "fw")] == pytest.approx(0.2) and meas[("MEM", "bw")] == pytest.approx(0.4)
+    assert meas[("EW", "fw")] == pytest.approx(0.1) and meas[("FC", "fw")] == 0.0
+
+
+def test_predicted_layer_is_one_layer_of_the_stack():
+    # two layers: 4 ms of forward linear and 1 ms of forward add in the stack, 7 ms of linear in the epilogue (LM head)
+    table = pd.DataFrame({"op": ["linear", "add", "linear"], "aten": ["aten.addmm.default", "aten.add.Tensor",
+                                                                     "aten.mm.default"],
+                          "phase": "fw", "layer": ["layer", "layer", "epilogue"], "total_ms": [4.0, 1.0, 7.0]})
+    layer = calibration.predicted_layer(table, num_layer=2).set_index(["cls", "phase"])["pred_ms"]
+    assert layer[("FC", "fw")] == 2.0 and layer[("EW", "fw")] == 0.5 and layer.sum() == 2.5
 
 
 def test_class_shares_hand_case():
@@ -270,6 +325,15 @@ def test_fit_factors_hand_case():
     meas = np.array([1.0, 3.0, 2.0])
     f = calibration.fit_factors(pred, meas, ridge=0.0)
     assert f == pytest.approx([0.5, 1.0], abs=1e-6)
+    # one label predicted at twice its measurement, ridge 0.25: minimize (2f - 1)^2 + 0.25 (f - 1)^2 -> 8.5 f = 4.5
+    assert calibration.fit_factors(np.array([[2.0]]), np.array([1.0]), ridge=0.25) == pytest.approx([9 / 17], abs=1e-6)
+
+
+def test_group_totals_sum_each_group():
+    # forward linear 1 + 2 ms (FC), backward 4 ms (one group for every backward kernel), in GROUPS order
+    table = pd.DataFrame({"phase": ["fw", "fw", "bw"], "op": ["linear", "linear", "linear"], "total_ms": [1.0, 2.0, 4.0]})
+    assert calibration.GROUPS == ("FC", "BMM", "EW", "SOFTMAX", "LN", "MEM", "bw")
+    assert calibration.group_totals(table).tolist() == [3.0, 0, 0, 0, 0, 0, 4.0]
 
 
 def test_calibration_reads_only_training_gpus(monkeypatch):

@@ -18,6 +18,24 @@ def test_fuse_elementwise_merges_adjacent_chain():
     assert fused["count"].tolist() == [2, 2, 1]
 
 
+
+def test_fused_chain_op_and_what_ends_a_chain():
+    base = dict(phase="fw", B=4, H=8, count=2, layer="layer", fusable=True)
+    # no transcendental: binary 'add' if any member reads two tensors (here the second), unary 'addu' if none does
+    mixed = fusion.fuse_elementwise(pd.DataFrame([dict(base, aten="m", op="mulu"), dict(base, aten="a", op="add")]))
+    assert mixed.op.tolist() == ["add"] and mixed.fused.tolist() == [2]
+    unary = fusion.fuse_elementwise(pd.DataFrame([dict(base, aten="m", op="mulu"), dict(base, aten="d", op="divu")]))
+    assert unary.op.tolist() == ["addu"]
+    # kernels run another number of times (a layer's vs the epilogue's count) are not one kernel
+    counts = fusion.fuse_elementwise(pd.DataFrame([dict(base, aten="a", op="add"), dict(base, aten="b", op="add",
+                                                                                        count=1)]))
+    assert counts.aten.tolist() == ["a", "b"]
+    # only a fusable kernel folds into a following softmax: a GEMM of the same B x H does not
+    gemm = fusion.fuse_elementwise(pd.DataFrame([dict(base, aten="l", op="linear", fusable=False),
+                                                 dict(base, aten="s", op="softmax", fusable=False)]))
+    assert gemm.aten.tolist() == ["l", "s"]
+
+
 def test_fuse_elementwise_folds_chain_into_following_reduction():
     rows = [dict(aten="d", phase="fw", op="divu", B=4, H=8, count=2, layer="layer", fusable=True),
             dict(aten="s", phase="fw", op="softmax", B=4, H=8, count=2, layer="layer", fusable=False),
@@ -60,6 +78,11 @@ def test_a_scalar_constant_inside_a_chain_does_not_break_it():
                  bytes=float("nan"))]
     fused = fusion.fuse_elementwise(pd.DataFrame(rows))
     assert list(fused.aten) == ["f", "fused(fused(d,w),s)"]      # the fill is kept, before the chain
+    # the chain's side inputs are every member's: none for the division, one more 4 x 8 tensor for the binary where
+    assert fused.extra_bytes.tolist() == [0.0, 4 * 32]
+    # a constant of 8 bytes (two fp32 numbers, or one float64) is still one folded into the kernel
+    assert fusion.fuse_elementwise(pd.DataFrame([*rows[:1], dict(rows[1], bytes=8.0), *rows[2:]])).aten.tolist() == \
+        ["f", "fused(fused(d,w),s)"]
     # a copy of more than one number still ends the chain
     big = fusion.fuse_elementwise(pd.DataFrame([*rows[:1], dict(rows[1], bytes=256.0), *rows[2:]]))
     assert list(big.aten) == ["d", "f", "fused(w,s)"]

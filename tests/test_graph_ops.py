@@ -48,6 +48,11 @@ def test_elementwise_kinds():
     assert classify(_rec("aten.rsqrt.default", [(4, 1024)], [(4, 1024)]))["op"] == "addu"
     row = classify(_rec("aten.relu_.default", [(4, 8, 1024)], [(4, 8, 1024)]))
     assert _dims(row) == {"op": "relu", "B": 32, "H": 1024} and row["fusable"]
+    # other point-wise ops: binary when two inputs are full tensors, unary with one
+    assert classify(_rec("aten.maximum.default", [(4, 1024), (4, 1024)], [(4, 1024)]))["op"] == "add"
+    assert classify(_rec("aten.masked_fill.Scalar", [(4, 1024), ()], [(4, 1024)]))["op"] == "addu"
+    # an add of two 0-dim tensors moves one number: a memory-bound row, not a point-wise kernel over B x H
+    assert classify(_rec("aten.add.Tensor", [(), ()], [()]))["op"] == "mem"
 
 
 def test_everything_else_is_memory_bound_by_bytes():
@@ -76,6 +81,10 @@ def test_views_and_allocations_launch_nothing():
     assert classify(_rec("aten.view.default", [(4, 1024)], [(4, 16, 64)], is_view=True)) is None
     assert classify(_rec("aten.empty.memory_format", [], [(4, 1024)])) is None
     assert classify(_rec("aten.t.default", [(4, 1024)], [(1024, 4)])) is None
+    # any op the capture marks as a view launches nothing, whatever its name
+    from lib.graph_ops import NO_KERNEL
+    assert "movedim" not in NO_KERNEL and classify(_rec("aten.movedim.int", [(4, 1024)], [(1024, 4)]))["op"] == "mem"
+    assert classify(_rec("aten.movedim.int", [(4, 1024)], [(1024, 4)], is_view=True)) is None
 
 
 @pytest.mark.parametrize("aten, ins", [("aten.zeros_like.default", [(1024, 1024)]), ("aten.full_like.default", [(1024, 1024)]),
