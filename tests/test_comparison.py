@@ -24,6 +24,7 @@ def test_spec_steps_and_dominance_table_hand_case():
     assert t.loc[("step", "ALL"), "change_pct"] == pytest.approx(100 * (5 / 7 - 1))
     assert t.loc[("step", "ALL"), "slower_launch_pct"] == 25 and t.loc[("base", "ALL"), "slower_launch_pct"] == 0
     assert t.loc[("step", "ALL"), "max_ratio"] == 2 and t.loc[("step", "FC"), "max_ratio"] == 0.5
+    assert t.loc[("step", "FC"), "launches"] == 3 and t.loc[("step", "ALL"), "launches"] == 4    # runs, not rows
     # under the roofline, more bandwidth or memory never slows a kernel
     k = forecast_table(paths.MODEL_CONFIGS / "gpt2_large.json", h100, 1, 1024, "training", method="roofline")
     tables = {s: forecast_table(None, d, 1, 1024, "training", method="roofline", kernels=k) for s, d in steps.items()}
@@ -36,6 +37,8 @@ def test_spec_twins():
             self.name, self.num_sm, self.peak_gflops = name, num_sm, peak_gflops
     x, y, z = D("x", 108, 19492.0), D("y", 108, 19492.0), D("z", 80, 14000.0)
     assert C.spec_twins([x, z], [x, y, z]) == {"x": "y"}
+    v = D("v", 108, 20000.0)                        # the same SM count, another peak: no twin
+    assert C.spec_twins([x], [v, y]) == {"x": "y"} and C.spec_twins([x], [v]) == {}
 
 
 def test_twin_table_hand_computed():
@@ -57,6 +60,12 @@ def test_twin_table_hand_computed():
     # EW: raw 1.0 vs 0.8 -> 25%; scaled 1.0 * 0.5 / 1.0 = 0.5 vs 0.8 -> 37.5%
     assert out.loc["EW", "twin_mape_pct"] == pytest.approx(25.0)
     assert out.loc["EW", "scaled_twin_mape_pct"] == pytest.approx(37.5)
+    # three shapes, the twin off by 0, 0 and 90%: the mean (30%), not the median; repeats by their median
+    three = pd.DataFrame([(d, "FC", "linear", 1, m, 8, 8, None, ms, 1.0)
+                          for m, ms_t, ms_w in ((8, [1.0], [1.0]), (16, [1.0], [1.0]), (32, [1.0, 0.9, 2.0], [1.9]))
+                          for d, mss in (("t", ms_t), ("w", ms_w)) for ms in mss],
+                         columns=["device", "op_class", "op", "B", "M", "N", "K", "H", "latency_ms", "roofline_ms"])
+    assert C.twin_table(three, "t", "w").loc["FC", "twin_mape_pct"] == pytest.approx(30.0)
 
 
 def test_matched_medians_and_pair_ranking_hand_computed():
@@ -82,6 +91,8 @@ def test_matched_medians_and_pair_ranking_hand_computed():
     # equal forecasts (both capped at one value) are not "faster": BMM shape 1 equal, shape 2 twin faster
     tied = C.pair_ranking(both, [2.0, 3.0, 1.0], [2.0, 2.0, 2.0])
     assert tied.loc["BMM", "forecast_equal_pct"] == 50 and tied.loc["BMM", "forecast_faster_pct"] == 0
+    # the tie does not rank the target faster, as measured on that shape: ranked as measured on the other shape only
+    assert tied.loc["BMM", "ranked_as_measured_pct"] == 50
 
 
 def test_ranking_by_pair_hand_computed():

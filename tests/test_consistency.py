@@ -58,6 +58,11 @@ def test_gemm_shape_parses_fx_nodes():
     # unreadable or inconsistent shapes are skipped
     assert gemm_shape("FC", "call_module", "x.dense", "not a shape", "(2, 16)") is None
     assert gemm_shape("BMM", "call_function", MATMUL, "[[2, 8, 16], [2, 8, 8]]", "(2, 8, 8)") is None
+    # baddbmm(input, a, b): the GEMM's operands follow the added tensor, as addmm's do
+    baddbmm = "<built-in method baddbmm of type object at 0x1>"
+    assert gemm_shape("BMM", "call_function", baddbmm, "[[4, 8, 8], [4, 8, 16], [4, 16, 8]]", "(4, 8, 8)") == (4, 8, 16, 8)
+    # an FC node whose input rows are not its output rows (4 vs 2 x 8) is no linear layer of that shape
+    assert gemm_shape("FC", "call_module", "x.dense", "[[4, 16]]", "(2, 8, 32)") is None
 
 
 def test_matched_nodes_by_hand(tmp_path):
@@ -96,6 +101,18 @@ def test_tables_by_hand(tmp_path):
     assert f["median_label_ratio"] == pytest.approx(1.5)      # one label: its own median
     s = repeat_spread(m).iloc[0]
     assert s["groups"] == 1 and s["median_spread"] == pytest.approx(3.0)  # (1,16,16,32): 0.3, 0.6, 0.2
+    # a shape measured exactly twice is a repeat too: 0.3 and 0.6 -> 2
+    two = repeat_spread(m[m["name"] != "addmm"]).iloc[0]
+    assert two["groups"] == 1 and two["median_spread"] == pytest.approx(2.0)
+
+
+def test_kernel_floor_ape_over_three_labels():
+    # three labels of one node each: two measured as the kernel dataset does (ratio 1, floor 0%), one 4 times slower
+    # (ratio 4, floor |1 - 4| / 4 = 75%): the median label ratio is 1 (the mean 2), the floor APE their mean, 25%
+    m = pd.DataFrame({"device": "G", "model": "m", "mode": "inference", "seq": 8, "batch": [1, 2, 3], "weight": 1,
+                      "kernel_ms": 1.0, "label_fw_ms": [1.0, 1.0, 4.0], "ratio": [1.0, 1.0, 4.0]})
+    f = kernel_floor_ape(m).iloc[0]
+    assert f["labels"] == 3 and f["median_label_ratio"] == 1.0 and f["floor_ape_pct"] == pytest.approx(25.0)
 
 
 def test_matched_forecast_by_hand(tmp_path):
@@ -199,6 +216,8 @@ def test_isolated_floor_ms_takes_small_ew_kernels_only():
                       "latency_ms": [0.02, 0.04, 5.0, 9.0, 0.03]})
     out = isolated_floor_ms(k, max_elems=2 ** 16)
     assert out["X"] == pytest.approx(0.03) and out["Y"] == pytest.approx(0.03)   # median of 0.02, 0.04
+    at_limit = pd.concat([k, pd.DataFrame([{"device": "X", "op_class": "EW", "B": 1, "H": 2 ** 16, "latency_ms": 9.0}])])
+    assert isolated_floor_ms(at_limit, max_elems=2 ** 16)["X"] == pytest.approx(0.03)   # fewer than max_elems only
 
 
 def test_label_small_ew_ms_by_hand(tmp_path):
@@ -206,7 +225,8 @@ def test_label_small_ew_ms_by_hand(tmp_path):
     extra = [("call_function", add, "[[2, 8, 16], [2, 8, 16]]", "(2, 8, 16)", 0.02, "add"),          # 256 elements
              ("call_function", add, "[[2, 8, 2048], [2, 8, 2048]]", "(2, 8, 2048)", 0.03, "add_1"),  # 32768
              ("call_function", add, "[[64, 1024, 1024]]", "(64, 1024, 1024)", 9.0, "add_2"),       # too large
-             ("call_function", add, "[[2, 4]]", "(2, 4)", 0.005, "add_3")]                          # too small
+             ("call_function", add, "[[2, 4]]", "(2, 4)", 0.005, "add_3"),                          # too small
+             ("call_function", add, "[[2, 8, 4096]]", "(2, 8, 4096)", 0.04, "add_4")]               # 65536: too large
     csv = tmp_path / "bert_large-inf-8-2.csv"
     df = pd.DataFrame(NODES + extra, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"])
     df["bw_latency"] = 0.0
@@ -233,3 +253,7 @@ def test_per_sample_ratio_by_hand():
     r = per_sample_ratio(labels)
     assert r.index.tolist() == [10, 11, 12, 13]
     assert r.tolist() == pytest.approx([1.2, 1.0, 0.8, 1.0])
+    # a fused label is its own setting: its batch 1 does not become the plain labels' base
+    fused = pd.DataFrame({"device": "G", "model": "m", "mode": "inference", "option": "fusion", "seq": 512, "batch": [1],
+                          "e2e_ms": [3.0]}, index=[14])
+    assert per_sample_ratio(pd.concat([labels, fused])).tolist() == pytest.approx([1.2, 1.0, 0.8, 1.0, 1.0])

@@ -1,6 +1,7 @@
 """Our own measurements (lib.measured): files the collector writes, read back and scored."""
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -39,6 +40,10 @@ def test_score_by_hand(tmp_path):
     assert seen == ["NVIDIA H200"]                               # the spec JSON of data/devices/, by name
     assert score.loc["BMM", "kernels"] == 2 and score.loc["BMM", "mape_pct"] == pytest.approx(100.0)
     assert score.loc["BMM", "median_ratio"] == 2.0 and score.loc["LN", "mape_pct"] == 0.0
+    # three kernels forecast at 1, 1 and 4 times their measurement: the median ratio is 1 (the mean 2)
+    three = pd.DataFrame({"run": "r", "device": "NVIDIA H200", "op_class": "BMM", "latency_ms": [1.0, 1.0, 1.0]})
+    score = measured.score_measured(three, lambda rows, device: np.array([1.0, 1.0, 4.0])).iloc[0]
+    assert score["median_ratio"] == 1.0 and score["mape_pct"] == pytest.approx(100.0)
 
 
 def test_a_gpu_without_a_spec_json_is_named(tmp_path):

@@ -18,6 +18,9 @@ def test_size_sweep_table_sorts_by_size_first():
     # by size: 2.5 (1), 1.5 (2), 2.0 (3), 2.0 (4): every later step lies below 0.99 x 2.5; worst 2.5 / 1.5
     table = S.size_sweep_table({"a": pd.Series([2.0, 1.5, 2.5, 2.0], index=[4, 2, 1, 3])})
     assert table.to_dict("records") == [{"sweep": "a", "steps": 3, "falls": 3, "worst_ratio": pytest.approx(2.5 / 1.5)}]
+    # the worst ratio is against the running maximum: 1, 3, 2, 1.5 -> 3 / 1.5 = 2 (against the step below: 1.5)
+    rising = S.size_sweep_table({"b": pd.Series([1.0, 3.0, 2.0, 1.5], index=[1, 2, 3, 4])})
+    assert rising["worst_ratio"].iloc[0] == pytest.approx(2.0)
 
 
 def test_drops_from_previous_by_hand():
@@ -123,3 +126,6 @@ def test_flat_pairs_by_hand():
     flat = S.flat_pairs(pairs)
     assert flat["dim"].tolist() == ["M", "K", "B"] and flat["size"].tolist() == [64, 64, 12]
     assert flat["tile_on_dim"].fillna(0).tolist() == [128, 64, 0]
+    # a cuBLAS name gives the tile column-major, K first: 128x64 covers K with 128 and M with 64
+    wide = S.flat_pairs(pairs.iloc[:2].assign(kernel_name="ampere_sgemm_128x64_nn"))
+    assert wide["dim"].tolist() == ["M", "K"] and wide["tile_on_dim"].tolist() == [64, 128]
