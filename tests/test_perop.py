@@ -176,7 +176,7 @@ def test_error_by_tile_choice_by_hand():
     assert shares.to_dict() == pytest.approx({"H": 0.25, "A": 0.75})
 
 
-def test_test_table_subsample_keeps_at_most_the_asked_rows_per_class_and_split():
+def test_test_table_subsample_keeps_the_asked_rows_per_class_and_split():
     t = perop.test_table(3)
     sizes = t.groupby(["op_class", "split"]).size()
     assert (sizes == 3).all() and len(sizes) == 10        # five classes, each with in-distribution and OOD rows
