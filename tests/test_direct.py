@@ -67,6 +67,9 @@ def test_train_predict_and_cache(tmp_path, monkeypatch):
     test = load_kernels(ops="BMM", splits=["test_id", "test_ood"]).head(50)
     pred = p.predict(test)
     assert pred.shape == (50,) and np.all(np.isfinite(pred)) and np.all(pred > 0)
+    # the output's offset: the mean log latency of the training rows (a geometric mean, not the mean's log)
+    rows = direct.training_rows("BMM", 400, TINY.seed)
+    assert p.log_offset == pytest.approx(float(np.mean(np.log(rows["latency_ms"]))))
 
     def no_training(*a, **k):
         raise AssertionError("a cached predictor was trained again")
@@ -88,6 +91,16 @@ def test_transformer_trains_on_vector_ops(tmp_path, monkeypatch):
     # the op kind is an input: the same shape as another op gets another latency
     other = test.assign(op=np.where(test["op"] == "add", "gelu", "add"))
     assert not np.allclose(p.predict(other), pred)
+    with pytest.raises(direct.DirectError, match="non element-wise"):     # not an all-zero one-hot
+        direct.raw_features(test.assign(op="softmax"), "EW")
+
+
+def test_training_rows_are_the_train_split_and_shapes_group_across_gpus():
+    assert direct.training_rows("BMM", None, 0)["split"].eq("train").all()
+    # one shape on two GPUs is one group (validation holds out the shape on every GPU); another shape, another
+    df = pd.DataFrame({"op": "bmm", "device": ["Tesla T4", "Tesla P4", "Tesla T4"], "B": 1, "M": [64, 64, 128],
+                       "N": 64, "K": 64})
+    assert direct.shape_groups(df, "BMM").tolist() == [0, 0, 1]
 
 
 def test_predict_standardizes_its_inputs_by_hand():

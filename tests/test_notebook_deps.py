@@ -34,9 +34,11 @@ def test_notebook_code_leaves_out_ipython_magics(tmp_path):
     cells = [{"cell_type": "code", "source": ["%%bash\n", "echo from lib import forecast\n"]},
              {"cell_type": "markdown", "source": ["from lib import graph"]},
              {"cell_type": "code", "source": ["%matplotlib inline\n", "!ls\n", "from lib import tiles\n"]},
-             {"cell_type": "code", "source": ["%%time\n", "import lib.paths\n"]}]    # a Python cell magic
+             {"cell_type": "code", "source": ["%%time\n", "import lib.paths\n"]},    # a Python cell magic
+             {"cell_type": "code", "source": ["%%capture\n", "if True:\n", "    !pip list\n", "    import lib.paths\n"]}]
     nb.write_text(json.dumps({"cells": cells}))
-    assert ND.notebook_code(nb) == "from lib import tiles\nimport lib.paths"
+    # an indented shell escape is no Python either; %%capture's body is
+    assert ND.notebook_code(nb) == "from lib import tiles\nimport lib.paths\nif True:\n    import lib.paths"
     assert ND.notebook_modules(nb) == ["lib/__init__.py"] + [f"lib/{m}.py" for m in sorted(ND.closure({"tiles", "paths"}))]
 
 

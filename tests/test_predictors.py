@@ -652,3 +652,14 @@ def test_the_migration_check_follows_the_variable_and_the_fingerprint(monkeypatc
     monkeypatch.setattr(P, "fingerprint", lambda vendor="nvidia": "another")
     assert P._migration_source() == "old" and len(seen) == 2                           # ... per fingerprint
     P._migration_source_for.cache_clear()
+
+
+def test_model_inputs_give_the_bound_per_sm():
+    # 1,000 GFLOP/s over 10 SMs: 100 GFLOP/s per SM; work per tile in GFLOP
+    from lib.utilization import _tensors
+    feat = pd.DataFrame({"bound_gflops": [1000.0], "num_sm": [10.0], "device": ["Tesla T4"], "num_waves": [2.0],
+                         "flops_per_tile": [3e9]})
+    t = _tensors(feat, np.zeros((1, 5), np.float32))
+    assert t["bound_gflops_per_sm"].tolist() == [100.0] and t["gflop_per_tile"].tolist() == [3.0]
+    from lib.devices import TRAIN_GPUS_NVIDIA
+    assert t["device_idx"].tolist() == [TRAIN_GPUS_NVIDIA.index("Tesla T4")]

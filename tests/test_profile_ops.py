@@ -103,6 +103,10 @@ def test_kernels_by_label_and_columns():
     cols = P.kernel_columns(found["lib.profile:1"], num_sm=4)
     assert cols["Warps per SM"] == 0.5                        # the profiler's own value wins
     assert P.kernel_columns([], 4)["Kernel Name"] == ""
+    # the longest kernel wherever it lies; a block of 48 threads is two warps (a partial warp is a warp)
+    long = {"name": "long", "dur": 9, "args": {"grid": [2, 1, 1], "block": [48, 1, 1]}}
+    cols = P.kernel_columns([long, {"name": "short", "dur": 1, "args": {}}], num_sm=1)
+    assert cols["Kernel Name"] == "long" and cols["Warps per SM"] == 4
 
 
 @pytest.mark.parametrize("later_ms, calls, latency_ms", [(1.0, 1 + 1 + 10 + 30, 1.0), (60.0, 1 + 1 + 2 + 6, 60.0)])

@@ -119,8 +119,10 @@ def test_sync_leaves_exactly_the_runs_models(folders):
     (dest / ".tmp-7-c-1.pt").write_bytes(b"half")            # another process's temporary file: not a model
     big = cache / "paper-1.pt"                               # above the size cap: left out
     big.write_bytes(b"x" * (reference_weights.REFERENCE_MAX_BYTES + 1))
+    assert ".tmp-7-c-1.pt" not in [p.name for p in reference_weights.committed_files()]
     got = reference_weights.sync({"a-1.pt": [OWN], "b-1.pt": [COMMITTED], "paper-1.pt": [OWN]}, cache)
     assert [p.name for p in reference_weights.committed_files()] == ["a-1.pt", "b-1.pt"]
+    assert (dest / ".tmp-7-c-1.pt").exists()                 # not removed as a stale model either
     assert torch.load(dest / "b-1.pt")["state"]["w"][0] == 9.0
     assert got == {"models": 2, "bytes": (dest / "a-1.pt").stat().st_size + (dest / "b-1.pt").stat().st_size,
                    "without_weights": 0, "trained_on": {"CPU A": 1, "unrecorded": 1}, "left_out": ["paper-1.pt"]}

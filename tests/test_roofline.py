@@ -42,12 +42,16 @@ def test_linear_and_memory_bound():
     assert out["bytes"] == 4 * (4096 + 4096 * 4096 + 4096 + 4096)
     assert out["bound_gflops"] == pytest.approx(out["intensity"] * 1555.0)
     assert out["roofline_ms"] == pytest.approx(out["bytes"] / 1555e9 * 1e3)
+    # a batched linear: the bias is added to every output (B M K), the weight and bias are read once
+    out = add_roofline(gemm_row(op="linear", B=2.0, M=3.0, N=4.0, K=5.0)).iloc[0]
+    assert out["flops"] == 2 * 2 * 3 * 4 * 5 + 2 * 3 * 5
+    assert out["bytes"] == 4 * (2 * 3 * 4 + 4 * 5 + 5 + 2 * 3 * 5)
 
 
 def test_vector_bytes():
-    df = pd.DataFrame([dict(op=op, B=10.0, H=100.0, **A100) for op in ("add", "addu", "gelu", "softmax", "ln")])
+    df = pd.DataFrame([dict(op=op, B=10.0, H=100.0, **A100) for op in ("add", "addu", "gelu", "softmax", "ln", "pow")])
     out = add_roofline(df)
-    assert out["bytes"].tolist() == [12000, 8000, 8000, 8000, 8000 + 800]
+    assert out["bytes"].tolist() == [12000, 8000, 8000, 8000, 8000 + 800, 12000]    # pow reads two tensors
 
 
 def test_unknown_op_is_named():
@@ -65,6 +69,7 @@ def test_features_by_hand():
     assert out["f_l2"] == pytest.approx(math.log(2 * bpt / (40e6 / 108)))
     assert out["f_mem"] == pytest.approx(math.log(2 * bpt / (40e9 / 108)))
     assert out["f_intensity"] == pytest.approx(math.log((fpt / bpt) / (19500 / 1555)))
+    assert out["f_wave_l2"] == pytest.approx(math.log(bpt / (40e6 / 108)))           # one tile's bytes, not a wave's
 
 
 def test_features_on_dataset_are_finite():
@@ -81,6 +86,9 @@ def test_vector_ops_use_the_vector_peak():
     assert peak_for_op(df).tolist() == [2e4, 1e4]
     # gelu over 1000 x 1000 elements: 1e7 FLOP; at 1e6 GB/s it is compute-bound, at the VECTOR peak of 1e4 GFLOP/s
     assert add_roofline(df)["roofline_ms"].iloc[1] == pytest.approx(1e7 / 1e13 * 1e3)
+    # and so do their features: gelu's f_flops is its work per tile over the vector peak per SM (1 SM here)
+    feat = add_features(df.assign(kernel_name="volta_sgemm_128x64_tn")).iloc[1]
+    assert feat["f_flops"] == pytest.approx(math.log(feat["flops_per_tile"] / 1e13))
 
 
 def test_softmax_block_flag_switches_above_1024():

@@ -55,6 +55,17 @@ def test_oracle_tiles_from_name_and_grid_fallback():
     assert out.loc[1, ["tile_m", "tile_n", "num_tiles"]].tolist() == [25, 30, 40]
 
 
+def test_amd_grids_count_work_items():
+    # AMD's grid_x counts work-items: blocks = ceil(grid_x / block_x), so 1,000 work-items of 256 are 4 blocks
+    amd = pd.DataFrame({"vendor": ["amd", "nvidia"], "grid_x": [1000, 1000], "grid_y": [1, 1], "grid_z": [2, 2],
+                        "block_x": [256, 256]})
+    assert tiles.grid_blocks(amd).tolist() == [8, 2000]
+    # the fallback tile too: 1,024 work-items of 256 are 4 blocks over K = 300 -> tile_n = 75
+    fallback = pd.DataFrame({"vendor": ["amd"], "grid_x": [1024], "grid_y": [1], "block_x": [256], "M": [64.0],
+                             "K": [300.0]})
+    assert [t.tolist() for t in tiles._tiles_from_grid(fallback)] == [[64.0], [75.0]]
+
+
 def test_given_tiles_must_exist():
     df = pd.DataFrame({"op": ["bmm"], "B": [1.0], "M": [8.0], "N": [8.0], "K": [8.0]})
     with pytest.raises(KeyError, match="tile_m"):
@@ -73,6 +84,9 @@ def test_vec_tile_rules_by_hand():
     assert tile.tolist() == [512, 4 * 920, 8 * 92, 2000, 768]
     assert tiles.softmax_rows_per_block(np.array([1, 2, 32, 128, 129, 1024])).tolist() == \
         [256, 128, 8, 8, 4, 4]
+    # H = 1024 is still softmax_warp_forward (4 rows a block), 1025 one block a row
+    tile, num = vec_tile("softmax", np.array([100, 100]), np.array([1024, 1025]))
+    assert tile.tolist() == [4096, 1025] and num.tolist() == [25, 100]
 
 
 def test_softmax_block_threads_and_vector_share_by_hand():
@@ -86,6 +100,7 @@ def test_softmax_block_threads_and_vector_share_by_hand():
     # H=2560 (512 threads, sweeps of 2048): every row aligned, 512 scalar -> 0.8; H=3000: 952 scalar
     expected = [0.0, (1024 + 3 * 512) / (4 * 1025), 1.0, 0.8, 1 - 952 / 3000, 1.0]
     assert np.allclose(share, expected)
+    assert tiles.softmax_vector_share(np.array([1024])).tolist() == [0.0]       # the warp kernel's last size
 
 
 def test_softmax_block_threads_equal_measured_block():

@@ -95,7 +95,7 @@ def test_predictor_cache_is_kept_apart_per_cpu_blas_fingerprint_and_library_vers
 
 
 def _losses(epochs: int, schedule_epochs: int | None) -> list[float]:
-    """Per-epoch training losses of a small MLP fitted with no validation split."""
+    """Per-epoch training losses of a small MLP fitted with no validation rows."""
     rng = np.random.default_rng(1)
     x = torch.from_numpy(rng.normal(size=(256, 4)).astype(np.float32))
     y = torch.from_numpy(np.exp(rng.normal(size=256)).astype(np.float32))
@@ -104,7 +104,7 @@ def _losses(epochs: int, schedule_epochs: int | None) -> list[float]:
     predict = lambda m, b: torch.exp(m(b["x"]).squeeze(-1))
     cfg = train.TrainConfig(epochs=epochs, patience=epochs, batch_size=64, lr=0.05, val_fraction=0.0,
                             schedule_epochs=schedule_epochs)
-    hist = train.fit(model, predict, {"x": x}, y, np.arange(len(x)), cfg)["history"]
+    hist = train.fit(model, predict, {"x": x}, y, np.arange(len(x)), cfg, val_mask=np.zeros(len(x), bool))["history"]
     return [h["train_loss"] for h in hist]
 
 
@@ -163,3 +163,33 @@ def test_cached_writes_through_one_temporary_file_per_process(tmp_path, monkeypa
     state, info = train.cached("m", "k", build)
     assert not info["cached"] and torch.equal(torch.load(train.cache_path("m", "k"))["state"]["w"], torch.ones(2))
     assert sorted(p.name for p in folder.iterdir()) == ["m-k.pt", "m-k.tmp"]
+
+
+def test_split_indices_holds_out_whole_groups_and_at_least_one():
+    groups = np.repeat(np.arange(10), 3)                   # ten groups of three rows
+    train_idx, val_idx = train.split_indices(groups, 0.2, 0)
+    assert len(val_idx) == 6 and len(set(groups[val_idx])) == 2 and not set(groups[val_idx]) & set(groups[train_idx])
+    # a fraction too small for one group still holds one out (val_fraction=0 is not "no validation": val_mask is)
+    assert len(train.split_indices(groups, 0.0, 0)[1]) == 3
+
+
+def test_fit_never_trains_on_its_validation_rows_and_without_any_keeps_the_last_weights():
+    rng = np.random.default_rng(2)
+    x = torch.from_numpy(rng.normal(size=(64, 4)).astype(np.float32))
+    y = torch.from_numpy(np.exp(rng.normal(size=64)).astype(np.float32))
+    rows, seen = torch.arange(64), set()
+
+    def predict(m, b):                                     # records the rows each training step sees
+        if m.training:
+            seen.update(b["row"].tolist())
+        return torch.exp(m(b["x"]).squeeze(-1))
+    cfg = train.TrainConfig(epochs=2, patience=2, batch_size=16, lr=0.05)
+    val_mask = np.arange(64) % 4 == 0
+    train.set_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    train.fit(model, predict, {"x": x, "row": rows}, y, np.arange(64), cfg, val_mask=val_mask)
+    assert seen == set(np.flatnonzero(~val_mask).tolist())
+    # no validation rows: every epoch runs and the weights returned are trained ones, not the initial ones
+    initial = [p.detach().clone() for p in model.parameters()]
+    h = train.fit(model, predict, {"x": x, "row": rows}, y, np.arange(64), cfg, val_mask=np.zeros(64, bool))
+    assert h["epochs_run"] == 2 and not all(torch.equal(a, b) for a, b in zip(initial, model.parameters()))
