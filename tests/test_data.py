@@ -14,7 +14,7 @@ def table():
     return data.load_kernels()
 
 
-def test_manifest_verifies_and_detects_changes(tmp_path):
+def test_manifest_verifies_and_detects_changes(tmp_path, monkeypatch):
     root = tmp_path / "ds"
     shutil.copytree(paths.SUMMARY, root / "summary")
     data.write_manifest(root)
@@ -22,6 +22,16 @@ def test_manifest_verifies_and_detects_changes(tmp_path):
     (root / "summary" / "perop.csv").write_text("tampered")
     (root / "summary" / "new.csv").write_text("x")
     assert data.verify_manifest(root) == ["summary/new.csv", "summary/perop.csv"]
+    # materialize() refuses a copy that differs from its manifest instead of using it
+    monkeypatch.setattr(paths, "NEUSIGHT", root)
+    with pytest.raises(data.DataError, match=r"differs from its manifest \(2 files, e.g. summary/new.csv\)"):
+        data.materialize()
+
+
+def test_a_data_variable_that_is_no_folder_is_named(monkeypatch, tmp_path):
+    monkeypatch.setenv("NEUSIGHT_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(data.DataError, match=r"\$NEUSIGHT_DATA=.*nowhere is not a directory"):
+        data.source_dir()
 
 
 def test_materialized_copy_is_intact():

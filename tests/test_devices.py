@@ -38,6 +38,7 @@ def test_amd_format_has_matrix_and_vector_peaks():
     ("nvidia geforce rtx 4090", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "nvidia"),   # any case
     ("amd instinct mi300x", {"SingleFLOPs": 50000}, "amd"),
     ("GeForce RTX 4090", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "nvidia"),
+    ("Quadro RTX 8000", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "nvidia"),
     ("Radeon Pro", {"SingleFLOPs": 50000}, "amd"),
     ("LAMDA accel", {"SingleFLOPsMM": 90000, "SingleFLOPsVEC": 60000}, "amd"),     # no vendor word: the format
     ("LAMDA accel", {"SingleFLOPs": 50000}, "nvidia"),
@@ -118,3 +119,24 @@ def test_unreadable_files_are_device_errors(tmp_path):
         load_device(tmp_path / "latin1.json")
     with pytest.raises(DeviceError, match="is a folder"):
         load_device(tmp_path)
+
+
+def test_names_are_trimmed_and_a_blank_name_is_an_error(tmp_path):
+    assert load_device(write(tmp_path, {**GOOD, "Device": "  Test GPU "})).name == "Test GPU"
+    with pytest.raises(DeviceError, match="Device"):
+        load_device(write(tmp_path, {**GOOD, "Device": "   "}))
+
+
+def test_a_value_at_the_edge_of_its_plausible_range_is_accepted(tmp_path):
+    assert load_device(write(tmp_path, {**GOOD, "Mem_Bw": 1})).mem_bw_gbps == 1.0    # the range is 1 to 1e6 GB/s
+
+
+def test_known_devices_are_single_gpus_and_the_dataset_comes_first(tmp_path, monkeypatch):
+    assert any(f.stem.endswith("_TP") for f in paths.DEVICE_CONFIGS.glob("*.json"))
+    assert not any(f.stem.endswith("_TP") for f in devices.device_files())   # a _TP file is a 4-GPU group
+    t4 = devices.device_by_name("Tesla T4")
+    added = tmp_path / "added"
+    added.mkdir()
+    write(added, {**GOOD, "Device": "Tesla T4", "Mem_Bw": 2 * t4.mem_bw_gbps}, "Tesla_T4.json")
+    monkeypatch.setattr(paths, "DEVICES_ADDED", added)
+    assert devices.all_devices()["Tesla T4"].mem_bw_gbps == t4.mem_bw_gbps       # an addition cannot replace it

@@ -160,6 +160,15 @@ def test_api_arguments_are_checked_not_guessed():
         forecast(None, dev, 4, 1024, "inference", method="roofline", kernels=k.drop(columns="count"))
     with pytest.raises(LabelError, match="no such label folder"):
         load_labels(paths.ROOT / "no-such-folder")
+    # a label JSON without one of the four fields it needs is named
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "NVIDIA_H100_80GB_HBM3"
+        folder.mkdir()
+        (folder / "gpt2_large-inf-1024-4.json").write_text(json.dumps({"e2e_latency": 1, "fw_latency": 1,
+                                                                       "bwall_latency": 0}))
+        with pytest.raises(LabelError, match="missing field 'num_layer'"):
+            load_labels(Path(tmp))
 
 
 def test_fused_forecast_folds_and_sweep_agrees():
@@ -172,7 +181,8 @@ def test_fused_forecast_folds_and_sweep_agrees():
 
 
 
-def test_evaluate_labels_forecasts_a_fused_label_fused():
+def test_evaluate_labels_forecasts_a_fused_label_fused(monkeypatch):
+    import lib.forecast as forecast_mod
     from lib.forecast import evaluate_labels
     from lib.labels import device_file_of_folder
     lab = load_labels()
@@ -185,6 +195,10 @@ def test_evaluate_labels_forecasts_a_fused_label_fused():
     assert out["roofline_ms"].tolist() == pytest.approx([forecast(*args, fusion=True, method="roofline")["latency_ms"],
                                                         forecast(*args, method="roofline")["latency_ms"]])
     assert out["roofline_ms"].iloc[0] < out["roofline_ms"].iloc[1]
+    # the calibrated NeuSight forecast is fused too (fixed factors here: the fit itself is tested elsewhere)
+    monkeypatch.setattr(forecast_mod, "get_calibration", lambda *a, **k: {"factors": {"EW": 0.5}})
+    cal = evaluate_labels(fused, methods=(), calibrated=True)
+    assert cal["neusight_cal_ms"].iloc[0] == pytest.approx(forecast(*args, fusion=True, calibrate=True)["latency_ms"])
 
 
 def test_sweep_calibrates_as_forecast_does(monkeypatch):
@@ -234,6 +248,7 @@ def test_paper_tables():
     assert len(fu) == 16 and fu.fused.sum() == 8
     row = fu[(fu.gpu == "NVIDIA_A100-PCIE-40GB") & (fu.model == "bert_large") & (fu.batch == 8) & fu.fused]
     assert row.paper_meas_ms.iloc[0] == pytest.approx(174.8) and row.paper_ape_pct.iloc[0] == pytest.approx(17.2)
+    assert row.paper_pred_ms.iloc[0] == pytest.approx(204.8)         # the cell "204.8 (17.2%)"
 
 
 def test_paper_fusion_table_reads_more_gpus_than_the_shared_copy(tmp_path):

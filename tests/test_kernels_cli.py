@@ -219,6 +219,10 @@ def test_api_identical_kernels_predicted_once_same_result():
     out = _dedup(df, [], predict)
     assert seen == [3]                                  # three distinct kernels
     assert np.array_equal(out, [20, 20, 21, 30])
+    # a vector op's row length tells kernels apart too: add [2, 4] and add [2, 8] are two kernels
+    seen.clear()
+    out = _dedup(df.assign(H=[4, 8, 4, 4]), [], lambda u: predict(u) + u["H"].to_numpy(float))
+    assert seen == [4] and np.array_equal(out, [24, 28, 25, 34])
 
 
 def test_booleans_inside_an_object_column_are_not_dimensions():

@@ -1,0 +1,17 @@
+"""lib.bench: each benchmark's numbers land in their own rows (the timed processes replaced by fixed answers)."""
+from lib import bench
+
+
+def test_data_load_reads_rows_then_seconds(monkeypatch):
+    answers = iter([(9.0, "260199 1.5\n"), (1.0, "260199 0.25\n")])     # cold, then cached
+    monkeypatch.setattr(bench, "timed", lambda code, build=None: next(answers))
+    rows = {r["metric"]: r for r in bench.bench_data()}
+    assert rows["data_load_cold"]["value"] == 1.5 and rows["data_load_cold"]["note"].startswith("260199 kernel rows")
+    assert rows["data_load_cached"]["value"] == 0.25
+
+
+def test_forecast_cli_capture_is_the_first_timed_call_after_the_warm_up(monkeypatch):
+    seconds = iter([30.0, 11.0, 2.5])                                    # warm-up, graph captured, graph cached
+    monkeypatch.setattr(bench, "timed_cmd", lambda args, build=None: next(seconds))
+    rows = {r["metric"]: r["value"] for r in bench.bench_forecast()}
+    assert rows == {"forecast_cli_capture": 11.0, "forecast_cli_cold": 2.5}
