@@ -99,6 +99,29 @@ def test_failed_download_is_a_data_error_and_leaves_nothing(monkeypatch, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
+def test_download_unpacks_the_asplos_folders_by_their_last_name(monkeypatch, tmp_path):
+    import tarfile
+    blob = io.BytesIO()
+    with tarfile.open(fileobj=blob, mode="w:gz") as tar:
+        for name, text in (("NeuSight-6945927/scripts/asplos/data/device_configs/G.json", b"{}"),
+                           ("NeuSight-6945927/scripts/asplos/summary/perop.csv", b"x"),
+                           ("NeuSight-6945927/README.md", b"not a dataset file")):
+            info = tarfile.TarInfo(name)
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text))
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(blob.getvalue()))
+    data._download(tmp_path)
+    got = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert got == ["data/device_configs/G.json", "summary/perop.csv"]
+
+
+def test_splits_of_both_vendors_training_gpus():
+    assert data.split_of("Tesla T4", "train") == "train" and data.split_of("Tesla T4", "test") == "test_id"
+    assert data.split_of("AMD Instinct MI100", "train") == "train"         # AMD trains on MI100 and MI210
+    assert data.split_of("AMD Instinct MI250", "train") == "test_ood"
+    assert data.split_of("NVIDIA H100 80GB HBM3", "train") == "test_ood"
+
+
 def test_download_that_is_not_a_tarball_is_a_data_error(monkeypatch, tmp_path):
     class Response(io.BytesIO):
         pass

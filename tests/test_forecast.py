@@ -251,6 +251,19 @@ def test_paper_tables():
     assert row.paper_pred_ms.iloc[0] == pytest.approx(204.8)         # the cell "204.8 (17.2%)"
 
 
+def test_paper_tables_split_blocks_at_rows_of_commas_and_name_a_bad_block(tmp_path):
+    # a spreadsheet export separates the GPU blocks by rows of commas instead of blank lines: the same table
+    text = (paths.SUMMARY / "nvidia_inf.csv").read_text()
+    commas = tmp_path / "inf.csv"
+    commas.write_text(text.replace("\n\n", "\n,,,,,,,,,,,,\n"))
+    pd.testing.assert_frame_equal(paper_e2e_table("inference", commas), paper_e2e_table("inference"))
+    # a block whose second row is not the batch sizes is an error naming the block
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text.replace("Batch,", "Batches,", 1))
+    with pytest.raises(LabelError, match="block 'NVIDIA_H100_80GB_HBM3' does not start with Model and Batch rows"):
+        paper_e2e_table("inference", bad)
+
+
 def test_paper_fusion_table_reads_more_gpus_than_the_shared_copy(tmp_path):
     # a full upstream copy has L4 columns; a header may span more than two columns; an unknown GPU keeps its name
     text = (",,,A100-40GB,,L4,,,Mystery,\n,,,Non-fused,Fused,Non-fused,Fused,Fused,Non-fused,Fused\n"

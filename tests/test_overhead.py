@@ -35,6 +35,12 @@ def test_series_intercepts_by_hand():
     out = series_intercepts_ms(pd.DataFrame(rows))
     assert len(out) == 1 and out.loc[0, "op"] == "add" and out.loc[0, "points"] == 5
     assert out.loc[0, "t0_ms"] == pytest.approx(0.025)
+    # as the dataset's table holds them: GEMM dimensions empty on vector rows (a series still), and a series of four
+    # kernels at only two batch sizes (repeats) is too short
+    rows += [{"device": "Tesla T4", "op_class": "EW", "op": "gelu", "B": b, "H": 64.0, "latency_ms": 0.02} for b in (1, 1, 2, 2)]
+    table = pd.DataFrame(rows).assign(M=np.nan, N=np.nan, K=np.nan)
+    out = series_intercepts_ms(table)
+    assert out["op"].tolist() == ["add"] and out.loc[0, "t0_ms"] == pytest.approx(0.025)
 
 
 def test_isolated_and_hidden_share_one_model_and_differ_by_t0(tmp_path, monkeypatch):

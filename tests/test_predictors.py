@@ -111,6 +111,11 @@ def test_bad_config_names_the_key():
     assert P.make_config({"max_rows": np.int64(5), "lr": np.float32(1e-3), "layers": 0})[1] == 5
     with pytest.raises(P.PredictorError, match="schedule_epochs .* at least epochs"):
         P.make_config({"epochs": 41, "schedule_epochs": 40})
+    assert P.make_config({"epochs": 40, "schedule_epochs": 40})[0].schedule_epochs == 40    # its own schedule
+    with pytest.raises(P.PredictorError, match="^lr must be a number > 0, got 0"):
+        P.make_config({"lr": 0})
+    with pytest.raises(P.PredictorError, match="hold_mem must be true or false, got 'yes'"):
+        P.make_config({"hold_mem": "yes"})
     with pytest.raises(P.PredictorError, match="op_class"):
         P.input_names("CONV")
 
@@ -170,6 +175,8 @@ def test_largest_rows_by_hand():
     # per GPU, rows above that GPU's 80th-percentile roofline bound; a and b are ranked separately
     feat = pd.DataFrame({"device": ["a"] * 5 + ["b"] * 5, "roofline_ms": [1, 2, 3, 4, 5, 10, 20, 30, 40, 50.0]})
     assert list(P.largest_rows(feat)) == [False] * 4 + [True] + [False] * 4 + [True]
+    # rows at the cut are not above it: a GPU whose rows all have one bound has no largest rows
+    assert not P.largest_rows(pd.DataFrame({"device": "c", "roofline_ms": [2.0] * 5})).any()
 
 
 def test_size_extrapolation_trains_without_the_largest_rows(tmp_path, monkeypatch):
