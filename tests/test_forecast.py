@@ -554,6 +554,17 @@ def test_cli_habitat_cap_is_not_a_forecast(tmp_path):
                                "overflows (habitat's cap of 1e+12 ms)") and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_cli_kernels_out_may_not_overwrite_an_input(tmp_path):
+    model, device = tmp_path / "gpt2.json", tmp_path / "l4.json"     # copies: a failing check would overwrite them
+    model.write_text(GPT2.read_text())
+    device.write_text(L4.read_text())
+    for inp in (model, device):
+        r = cli("--model", model, "--device", device, "--batch", 1, "--seq", 64, "--mode", "inference", "--method",
+                "roofline", "--kernels-out", inp)
+        assert r.returncode == 2 and "also an input" in r.stderr and r.stdout == "", r.stderr
+    assert model.read_text() == GPT2.read_text() and device.read_text() == L4.read_text()
+
+
 def test_cli_kernels_out_is_not_standard_output(tmp_path):
     # standard output carries the JSON line: '-' is refused, not written as a file named '-'
     env = {**os.environ, "PYTHONPATH": str(paths.ROOT)}

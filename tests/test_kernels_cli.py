@@ -153,7 +153,8 @@ def test_cli_bad_output_and_config_fail_before_any_work(tmp_path):
                          (inp, "also an input")):
         r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
         assert r.returncode == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    for body, message in (({"FC": "x"}, "FC: expected an object"), ({"FC": {"max_rows": "many"}}, "max_rows must be")):
+    for body, message in (({"FC": "x"}, "FC: expected an object"), ({"FC": {"max_rows": "many"}}, "max_rows must be"),
+                          ({"CONV": {}}, "expected an object keyed by op class")):
         cfg.write_text(json.dumps(body))
         r = cli("--device", L4, "--input", inp, "--output", tmp_path / "p.csv", "--config", cfg)
         assert r.returncode == 2 and message in r.stderr and str(cfg) in r.stderr

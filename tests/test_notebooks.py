@@ -74,6 +74,17 @@ def test_cold_estimate_by_hand():
     got = notebooks.cold_estimate(runs)
     assert {n: c["cold_s"] for n, c in got.items()} == {"A": 17.0, "B": 7.0, "C": 2.0}
     assert (got["A"]["trained"], got["A"]["loaded"], got["B"]["trained"], got["B"]["loaded"]) == (1, 1, 0, 3)
+    # a model trained and then loaded again in one notebook is in its wall time once: trained, not loaded too
+    again = notebooks.cold_estimate([("D", 10.0, [rec("m4", False, 5.0), rec("m4", True, 5.0)])])["D"]
+    assert (again["trained"], again["loaded"], again["cold_s"]) == (1, 0, 10.0)
+
+
+def test_the_runner_reads_notebook_parameters_and_output_in_that_order(monkeypatch):
+    from lib import notebooks
+    calls = []
+    monkeypatch.setattr(notebooks, "run", lambda *a: calls.append(a))
+    notebooks.main(["run", "nb.ipynb", "params/full/nb.yaml", "build/notebooks/nb.ipynb"])
+    assert [tuple(map(str, c)) for c in calls] == [("nb.ipynb", "params/full/nb.yaml", "build/notebooks/nb.ipynb")]
 
 
 def test_ledger_logs_a_trained_then_a_loaded_model(tmp_path, monkeypatch):
