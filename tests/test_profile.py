@@ -41,6 +41,10 @@ def test_no_gpu_exits_nonzero_with_one_line(monkeypatch, capsys, tmp_path):
 def test_bad_op_and_mixed_formats(monkeypatch, capsys, tmp_path):
     assert P.main(["--ops", "bmm,conv", "--dims", "test", "--output", str(tmp_path / "o.csv")]) == 2
     assert "unknown op 'conv'" in capsys.readouterr().err
+    for bad in (["--repeat", "0"], ["--warmup", "-1"]):                   # refused before looking for a GPU
+        assert P.main(["--ops", "bmm", "--dims", "test", "--output", str(tmp_path / "o.csv"), *bad]) == 2
+        assert "--repeat must be >= 1 and --warmup >= 0" in capsys.readouterr().err
+    assert P.gpu_folder("NVIDIA A100-SXM4-80GB/MIG 1g") == "NVIDIA_A100-SXM4-80GB_MIG_1g"   # no folder inside a folder
     monkeypatch.setattr(P, "require_cuda", lambda: torch)
     with pytest.raises(P.ProfileError, match="different dims"):
         P.collect(["bmm", "add"], "test", tmp_path / "o.csv")

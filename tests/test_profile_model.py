@@ -56,6 +56,17 @@ def test_bad_arguments_are_one_line(tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
     with pytest.raises(PM.ProfileError, match="device must be"):
         PM.measure(cfg, 1, 8, "inference", device="tpu")
+    for bad in (["--repeat", "0"], ["--warmup", "-1"]):
+        assert PM.main(["--model", str(cfg), "--batch", "1", "--seq", "8", "--mode", "inference", *bad]) == 2
+        assert "--repeat must be >= 1 and --warmup >= 0" in capsys.readouterr().err
+
+
+def test_measure_runs_an_encoder_decoder_and_counts_both_stacks(tmp_path):
+    # SwitchTransformer needs decoder inputs too; its label counts the layers of both stacks (6 + 6)
+    from test_graph import TINY_SWITCH
+    cfg = _write(tmp_path, TINY_SWITCH, "tiny_switch")
+    out = PM.measure(cfg, 1, 8, "inference", out_dir=tmp_path / "labels", warmup=0, repeat=1, device="cpu")
+    assert json.loads(open(out["path"]).read())["num_layer"] == 12
 
 
 def test_label_settings_lists_each_plain_label_setting_once():
