@@ -1,6 +1,7 @@
 """The data layer: materialization manifest, the tidy kernel table, and clear errors."""
 import io
 import shutil
+import tarfile
 import urllib.error
 
 import pandas as pd
@@ -113,6 +114,22 @@ def test_download_unpacks_the_asplos_folders_by_their_last_name(monkeypatch, tmp
     data._download(tmp_path)
     got = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert got == ["data/device_configs/G.json", "summary/perop.csv"]
+    # a tarball without any of the folders is an error, not an empty dataset
+    empty = io.BytesIO()
+    with tarfile.open(fileobj=empty, mode="w:gz") as tar:
+        info = tarfile.TarInfo("NeuSight-6945927/README.md")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(empty.getvalue()))
+    with pytest.raises(data.DataError, match="holds none of"):
+        data._download(tmp_path / "again")
+
+
+def test_every_top_level_op_file_of_both_splits_is_read():
+    # train/ holds elem, ln and softmax files (its GEMMs are under collect/), test/ all five
+    files = {(p.name, kind) for p, kind in data.kernel_csvs()}
+    assert {("elem.csv", "train"), ("ln.csv", "train"), ("softmax.csv", "train")} <= files
+    assert {(f"{op}.csv", "test") for op in ("bmm", "linear", "elem", "ln", "softmax")} <= files
 
 
 def test_splits_of_both_vendors_training_gpus():

@@ -272,12 +272,23 @@ def test_switch_sparse_step_must_agree_with_the_sparse_count(tmp_path):
         graph.load_config(_write(tmp_path, dict(TINY_SWITCH, decoder_sparse_step=3)))
 
 
+def test_switch_sparse_counts_are_integers_and_depths_reduce_to_whole_periods(tmp_path):
+    for bad in (False, 0.0, -1):                             # a bool or a float is no count, even one equal to 0
+        with pytest.raises(graph.GraphError, match="'num_sparse_encoder_layers' must be a non-negative integer"):
+            graph.load_config(_write(tmp_path, dict(TINY_SWITCH, num_sparse_encoder_layers=bad)))
+    # 10 blocks of period 3 are no whole number of periods: built at full depth; 12 are: built as 3 periods (9)
+    from dataclasses import replace
+    cfg = graph.load_config(_write(tmp_path, TINY_SWITCH))
+    assert graph._reduced_depths(replace(cfg, num_layers=(10, 12), periods=(3, 3))) == (10, 9)
+
+
 def test_heads_must_split_the_width(tmp_path):
     with pytest.raises(graph.GraphError, match=r"'n_embd' \(64\) must be a multiple of 'n_head' \(3\)"):
         graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_head=3)))
-    with pytest.raises(graph.GraphError, match=r"'num_attention_heads' \(4\) must be a multiple of "
-                                               r"'num_key_value_heads' \(3\)"):
-        graph.load_config(_write(tmp_path, dict(TINY_LLAMA, num_key_value_heads=3)))
+    for family, cfg in LLAMA_FAMILY.items():                 # each of the three grouped-query families
+        with pytest.raises(graph.GraphError, match=r"'num_attention_heads' \(4\) must be a multiple of "
+                                                   r"'num_key_value_heads' \(3\)"):
+            graph.load_config(_write(tmp_path, dict(cfg, num_key_value_heads=3), family))
     with pytest.raises(graph.GraphError, match="'num_key_value_heads' must be a positive integer or null"):
         graph.load_config(_write(tmp_path, dict(TINY_LLAMA, num_key_value_heads=0)))
     # a Llama config may give head_dim, and then the heads need not split the width

@@ -73,3 +73,12 @@ def test_every_method_has_its_own_colour_and_label():
 
     assert set(METHODS) <= set(METHOD_COLORS) == set(METHOD_LABELS)
     assert len(set(METHOD_COLORS.values())) == len(METHOD_COLORS)
+
+
+def test_save_table_writes_no_index_and_four_significant_digits(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from lib import plotting
+    monkeypatch.setattr(paths, "TABLES", tmp_path)
+    out = plotting.save_table(pd.DataFrame({"a": [1.23456]}, index=[7]), "t")
+    assert open(out).read() == "a\n1.235\n"

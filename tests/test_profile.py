@@ -50,6 +50,17 @@ def test_bad_op_and_mixed_formats(monkeypatch, capsys, tmp_path):
         P.collect(["bmm", "add"], "test", tmp_path / "o.csv")
 
 
+def test_cores_per_sm_agree_with_the_dataset_spec_sheets():
+    # compute capability of each GPU the dataset has a spec of: its Core_Per_SM is the table's. Not the P4 (sm_61:
+    # 20 SMs of 128 cores), which the dataset describes as 40 SMs of 64 (the same 2,560 cores)
+    from lib.devices import device_by_name
+    capability = {"Tesla P100-PCIE-16GB": (6, 0), "Tesla V100-PCIE-32GB": (7, 0),
+                  "Tesla T4": (7, 5), "NVIDIA A100-PCIE-40GB": (8, 0), "NVIDIA L4": (8, 9),
+                  "NVIDIA H100 80GB HBM3": (9, 0)}
+    for name, cc in capability.items():
+        assert P.CORES_PER_SM[cc] == device_by_name(name).cores_per_sm, name
+
+
 def test_device_spec_from_properties(monkeypatch):
     props = types.SimpleNamespace(name="NVIDIA Fake", total_memory=80 * 2**30, multi_processor_count=132,
                                   major=9, minor=0, L2_cache_size=50 * 2**20)
