@@ -246,6 +246,9 @@ def test_oracle_grid_fallback_needs_a_positive_grid():
                           "grid_x": [0], "grid_y": [1]})
     with pytest.raises(KernelInputError, match=r"row 0: .*positive number in column 'grid_x'"):
         predict_kernels(table, device_by_name("Tesla T4"), tiles="oracle")
+    # on AMD the grid counts work-items, so the fallback needs the block size too
+    with pytest.raises(KernelInputError, match=r"row 0: .*positive number in column 'block_x'"):
+        predict_kernels(table.assign(grid_x=[4]), device_by_name("AMD Instinct MI100"), tiles="oracle")
 
 
 def test_a_precision_other_than_fp32_is_refused_not_forecast_as_fp32():
