@@ -100,27 +100,28 @@ def test_failed_download_is_a_data_error_and_leaves_nothing(monkeypatch, tmp_pat
     assert list(tmp_path.iterdir()) == []
 
 
-def test_download_unpacks_the_asplos_folders_by_their_last_name(monkeypatch, tmp_path):
-    import tarfile
+def _tarball(files: dict) -> bytes:
+    """A .tar.gz of {member name: bytes}, as the upstream download would serve it."""
     blob = io.BytesIO()
     with tarfile.open(fileobj=blob, mode="w:gz") as tar:
-        for name, text in (("NeuSight-6945927/scripts/asplos/data/device_configs/G.json", b"{}"),
-                           ("NeuSight-6945927/scripts/asplos/summary/perop.csv", b"x"),
-                           ("NeuSight-6945927/README.md", b"not a dataset file")):
+        for name, text in files.items():
             info = tarfile.TarInfo(name)
             info.size = len(text)
             tar.addfile(info, io.BytesIO(text))
-    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(blob.getvalue()))
+    return blob.getvalue()
+
+
+def test_download_unpacks_the_asplos_folders_by_their_last_name(monkeypatch, tmp_path):
+    served = _tarball({"NeuSight-6945927/scripts/asplos/data/device_configs/G.json": b"{}",
+                       "NeuSight-6945927/scripts/asplos/summary/perop.csv": b"x",
+                       "NeuSight-6945927/README.md": b"not a dataset file"})
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(served))
     data._download(tmp_path)
     got = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
     assert got == ["data/device_configs/G.json", "summary/perop.csv"]
     # a tarball without any of the folders is an error, not an empty dataset
-    empty = io.BytesIO()
-    with tarfile.open(fileobj=empty, mode="w:gz") as tar:
-        info = tarfile.TarInfo("NeuSight-6945927/README.md")
-        info.size = 1
-        tar.addfile(info, io.BytesIO(b"x"))
-    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(empty.getvalue()))
+    readme_only = _tarball({"NeuSight-6945927/README.md": b"x"})
+    monkeypatch.setattr(data.urllib.request, "urlopen", lambda *a, **k: io.BytesIO(readme_only))
     with pytest.raises(data.DataError, match="holds none of"):
         data._download(tmp_path / "again")
 

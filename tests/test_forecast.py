@@ -138,7 +138,7 @@ def test_sweep_matches_single_forecasts():
             assert row["latency_ms"] == pytest.approx(one["latency_ms"])
 
 
-def test_api_arguments_are_checked_not_guessed():
+def test_api_arguments_are_checked_not_guessed(tmp_path):
     dev = load_device(H100)
     one = forecast(GPT2, dev, 4, 1024, "inference", method="roofline")
     # a label row's batch is a numpy integer: accepted as the same forecast
@@ -161,14 +161,12 @@ def test_api_arguments_are_checked_not_guessed():
     with pytest.raises(LabelError, match="no such label folder"):
         load_labels(paths.ROOT / "no-such-folder")
     # a label JSON without one of the four fields it needs is named
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "NVIDIA_H100_80GB_HBM3"
-        folder.mkdir()
-        (folder / "gpt2_large-inf-1024-4.json").write_text(json.dumps({"e2e_latency": 1, "fw_latency": 1,
-                                                                       "bwall_latency": 0}))
-        with pytest.raises(LabelError, match="missing field 'num_layer'"):
-            load_labels(Path(tmp))
+    folder = tmp_path / "NVIDIA_H100_80GB_HBM3"
+    folder.mkdir()
+    (folder / "gpt2_large-inf-1024-4.json").write_text(json.dumps({"e2e_latency": 1, "fw_latency": 1,
+                                                                   "bwall_latency": 0}))
+    with pytest.raises(LabelError, match="missing field 'num_layer'"):
+        load_labels(tmp_path)
 
 
 def test_fused_forecast_folds_and_sweep_agrees():
