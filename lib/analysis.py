@@ -30,6 +30,25 @@ def tile_usage(df: pd.DataFrame, top: int = 8) -> pd.DataFrame:
     return out
 
 
+# SMs a kernel's trace implies = grid_x * grid_y * grid_z / blocks_per_sm   (the profiler's "Blocks per SM" is the
+# launched blocks over the GPU's SMs; it is rounded to 0.1, so a kernel "agrees" within SM_AGREE of the spec's count)
+SM_AGREE = 0.01
+
+
+def traced_sm_count(df: pd.DataFrame) -> pd.DataFrame:
+    """Per device: the spec's num_sm, the SM count its kernels' traces imply (median over kernels), and the shares of
+    kernels that imply the spec's count and that median (notebook 01)."""
+    rows = df[df["blocks_per_sm"] > 0]
+    traced = rows["grid_x"] * rows["grid_y"] * rows["grid_z"] / rows["blocks_per_sm"]
+    median = traced.groupby(rows["device"]).transform("median")
+    near = lambda count: ((traced / count - 1).abs() <= SM_AGREE).rename(None)
+    t = pd.DataFrame({"device": rows["device"], "spec_num_sm": rows["num_sm"], "traced": traced,
+                      "spec": near(rows["num_sm"]), "median": near(median)})
+    return t.groupby("device", sort=False).agg(
+        kernels=("traced", "size"), spec_num_sm=("spec_num_sm", "first"), traced_num_sm=("traced", "median"),
+        spec_agree_share=("spec", "mean"), median_agree_share=("median", "mean")).round({"traced_num_sm": 1}).reset_index()
+
+
 def add_utilization(df: pd.DataFrame) -> pd.DataFrame:
     """utilization = roofline_ms / latency_ms (fraction of the roofline bound achieved)."""
     return df.assign(utilization=df["roofline_ms"] / df["latency_ms"])

@@ -63,6 +63,23 @@ def test_tile_usage_shares_sum_to_one():
     assert list(top.columns) == ["128x64", "other"] and top.loc["a", "other"] == pytest.approx(1 / 3)
 
 
+def test_traced_sm_count_by_hand():
+    # GPU a (spec 40 SMs): grids of 80, 8x5 and 7 blocks at 2, 1 and 0.2 blocks per SM imply 40, 40 and 35 SMs;
+    # GPU b (spec 40): 40 and 3x10 blocks at 2 and 1.5 per SM imply 20 and 20; a row without blocks per SM is skipped
+    df = pd.DataFrame({"device": ["a", "a", "a", "b", "b", "b"], "num_sm": [40] * 6,
+                       "grid_x": [80, 8, 7, 40, 3, 9], "grid_y": [1, 5, 1, 1, 10, 1], "grid_z": [1] * 6,
+                       "blocks_per_sm": [2.0, 1.0, 0.2, 2.0, 1.5, 0.0]})
+    t = A.traced_sm_count(df).set_index("device")
+    assert t["kernels"].tolist() == [3, 2] and t["spec_num_sm"].tolist() == [40, 40]
+    assert t.loc["a", "traced_num_sm"] == 40 and t.loc["b", "traced_num_sm"] == 20     # the median over kernels
+    assert t.loc["a", "spec_agree_share"] == pytest.approx(2 / 3) and t.loc["b", "spec_agree_share"] == 0
+    assert t.loc["a", "median_agree_share"] == pytest.approx(2 / 3) and t.loc["b", "median_agree_share"] == 1
+    # within SM_AGREE (1%) counts as agreeing: 40.3 SMs (blocks per SM rounded to 0.1) agree with 40, 40.5 does not
+    near = pd.DataFrame({"device": ["c", "c"], "num_sm": [40, 40], "grid_x": [403, 405], "grid_y": [1, 1],
+                         "grid_z": [1, 1], "blocks_per_sm": [10.0, 10.0]})
+    assert A.traced_sm_count(near)["spec_agree_share"].item() == 0.5
+
+
 
 def test_peak_reached():
     df = pd.DataFrame({"device": ["a", "a", "b"], "op_class": ["BMM", "FC", "EW"], "B": [1, 1, 1],

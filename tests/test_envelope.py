@@ -73,6 +73,23 @@ def test_cap_skips_rows_below_the_floor():
     assert E.cap(df, np.array([1.0, 3.0, 1.0]), h100, on, forecast).tolist() == out.tolist()   # same without a floor
 
 
+def test_cap_floor_slack_and_missing_forecasts():
+    h100 = device_by_name("NVIDIA H100 80GB HBM3")
+    df = pd.DataFrame({"op": ["add", "mul", "relu"], "B": [1.0] * 3, "H": [8.0] * 3})
+    on = {c: {"envelope": c == "EW"} for c in DEFAULT_CONFIGS}
+    asked = []
+
+    def forecast(sub, g):   # every training GPU forecasts 0.5 ms, but no number for a relu
+        asked.append(sub["op"].tolist())
+        return np.where(sub["op"] == "relu", np.nan, 0.5)
+    # a floor within FLOOR_SLACK above the forecast (float32 last bits) still asks; one further above does not.
+    # Once the first GPU has capped the add, its floor lies above it: later GPUs are asked for the relu only
+    floor = lambda sub, g: np.array([1.0 + E.FLOOR_SLACK / 2, 1.0 + 2 * E.FLOOR_SLACK, 0.0])
+    out = E.cap(df, np.array([1.0, 1.0, 1.0]), h100, on, forecast, floor)
+    assert asked == [["add", "relu"]] + [["relu"]] * (len(TRAIN_GPUS_NVIDIA) - 1)
+    assert out.tolist() == [0.5, 1.0, 1.0]   # a missing (NaN) forecast caps nothing (np.fmin)
+
+
 def test_forecast_floor_lies_below_every_forecast(tmp_path, monkeypatch):
     from lib.kernels import _with_spec, predict_kernels
     from lib.predictors import forecast_floor_ms, get_predictor

@@ -76,6 +76,24 @@ def test_01_tiles_and_coverage():
     says(NB01, f"the H100 has {'no' if vector_rows == 0 else vector_rows} vector-op (EW / softmax / LN) rows at all")
 
 
+def test_01_traced_sm_counts():
+    """01 cell sm-traced-read: the SM count each GPU's kernel traces imply against its spec file (traced-sm-count)."""
+    from lib.devices import device_by_name
+    from lib.profile import CORES_PER_SM
+    t = table("traced-sm-count").set_index("device")
+    agree = t.index[t["spec_agree_share"] == 1]
+    assert t.drop(agree)["spec_agree_share"].eq(0).all() and t["median_agree_share"].eq(1).all()
+    assert list(t.drop(agree).index) == ["Tesla P4"]
+    says(NB01, f"on {WORDS[len(agree)]} of the {WORDS[len(t)]} GPUs every kernel implies the spec file's SM count")
+    p4, spec = t.loc["Tesla P4"], device_by_name("Tesla P4")
+    says(NB01, f"all {p4['kernels']:,} of its kernels imply {p4['traced_num_sm']:.0f} SMs, while `Tesla_P4.json` gives "
+               f"{p4['spec_num_sm']} SMs of {spec.cores_per_sm} fp32 cores")
+    cores = spec.num_sm * spec.cores_per_sm
+    assert cores / CORES_PER_SM[(6, 1)] == p4["traced_num_sm"]
+    says(NB01, f"(compute capability 6.1; `lib.profile.CORES_PER_SM`) are {CORES_PER_SM[(6, 1)]}, so the same "
+               f"{cores:,} cores make {p4['traced_num_sm']:.0f} SMs")
+
+
 def test_02_ood_features_inside_training_range():
     """02 cell 0389abf3: share of OOD rows with a feature outside the training range (ood-feature-coverage, column any)."""
     coverage = table("ood-feature-coverage").set_index("device")
@@ -972,6 +990,21 @@ def test_04_held_out_gpus():
     for c in OP_ORDER:
         x = t[(every, c)]["mape_pct"]
         assert any(f"{v}% ({CLASS_WORDS[c]})" in text for v in (f"{x - 1e-3:.1f}", f"{x + 1e-3:.1f}")), c
+
+
+def test_04_p4_sm_count():
+    """04 cell p4-sm-read: the P4 held out, forecast from its spec file and with its traced SM count (04-p4-sm-count)."""
+    t = table("04-p4-sm-count").set_index("op_class")
+    m = lambda c: f"{t.loc[c, 'mape_pct_spec_file']:.1f}% -> {t.loc[c, 'mape_pct_traced']:.1f}%"
+    better = [c for c in OP_ORDER if t.loc[c, "mape_pct_traced"] < t.loc[c, "mape_pct_spec_file"]]
+    assert better == ["BMM", "FC", "SOFTMAX", "LN"]
+    says(NB04, f"four classes are forecast better, BMM {m('BMM')}, FC {m('FC')}, softmax {m('SOFTMAX')} and layernorm "
+               f"{m('LN')}, and element-wise worse, {m('EW')}")
+    assert t.loc["all", "kernels"] == t.drop("all")["kernels"].sum()
+    says(NB04, f"Over all {t.loc['all', 'kernels']:,.0f} kernels the MAPE moves from {t.loc['all', 'mape_pct_spec_file']:.1f}% "
+               f"to {t.loc['all', 'mape_pct_traced']:.1f}%")
+    # "not what makes the P4 hard to forecast": the pooled error moves by under half a point, and not down
+    assert 0 <= t.loc["all", "mape_pct_traced"] - t.loc["all", "mape_pct_spec_file"] < 0.5
 
 
 def test_05_held_out_gpus():

@@ -803,6 +803,18 @@ def test_held_out_gpus():
     say(f"and the end-to-end inference error is {inf['mape_pct']:.1f}% (notebook 05)")
 
 
+def test_p4_spec_file():
+    """The data layer: the P4's spec file against its traces (traced-sm-count), and what 20 SMs change (04-p4-sm-count)."""
+    traced = table("traced-sm-count").set_index("device").loc["Tesla P4"]
+    assert traced["spec_agree_share"] == 0 and traced["median_agree_share"] == 1
+    say(f"`Tesla_P4.json` gives the P4 {traced['spec_num_sm']} SMs, while all {traced['kernels']:,} of its kernels ran on "
+        f"{traced['traced_num_sm']:.0f}")
+    p4 = table("04-p4-sm-count").set_index("op_class").loc["all"]
+    say(f"forecasting it with {traced['traced_num_sm']:.0f} SMs instead moves its MAPE from {p4['mape_pct_spec_file']:.1f}% "
+        f"to {p4['mape_pct_traced']:.1f}% over its {p4['kernels']:,.0f} held-out kernels")
+    assert 0 <= p4["mape_pct_traced"] - p4["mape_pct_spec_file"] < 0.5   # "not what makes the P4 hard to forecast"
+
+
 def test_softmax_even_split():
     """Softmax rows that split evenly over their kernel (04-softmax-even-split)."""
     t = table("04-softmax-even-split")

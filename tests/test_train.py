@@ -69,6 +69,26 @@ def test_fit_keeps_the_best_validation_weights_and_stops_after_patience():
     assert h["epochs_run"] < cfg.epochs and h["epochs_run"] == int(np.argmin(val_losses)) + 1 + cfg.patience
 
 
+def test_fit_counts_an_improvement_under_1e_5_as_none():
+    # validation loss |2 - d - 1| / 1 = 1 - d, where d grows by `step` per epoch (lr 0: the weights never move)
+    x, y = torch.zeros(20, 1), torch.ones(20)
+    val = np.zeros(20, bool)
+    val[:5] = True
+
+    def run(step):
+        calls = []
+
+        def predict(m, b):
+            if len(b["x"]) == 5:             # the validation rows
+                calls.append(None)
+            return m(b["x"]).squeeze(-1) * 0 + 2.0 - step * len(calls)
+        cfg = train.TrainConfig(epochs=12, patience=3, batch_size=15, lr=0.0, weight_decay=0.0)
+        return train.fit(torch.nn.Linear(1, 1), predict, {"x": x}, y, np.arange(20), cfg, val_mask=val)
+    # 2e-6 per epoch stays under 1e-5 below the best for `patience` epochs, so it stops after 1 + 3; 2e-5 per epoch
+    # improves every time, so all 12 epochs run
+    assert run(2e-6)["epochs_run"] == 1 + 3 and run(2e-5)["epochs_run"] == 12
+
+
 def test_code_text_ignores_prose_but_not_code():
     src = 'def f(x):\n    """Doc."""\n    # a comment\n    return x + 1  # another\n'
     prose = 'def f(x):\n    """Another doc, longer."""\n    return x + 1\n'
