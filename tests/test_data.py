@@ -55,6 +55,17 @@ def test_csv_without_expected_columns_names_them(tmp_path):
         data.read_kernel_csv(p)
 
 
+def test_a_gpu_without_a_device_json_is_named(tmp_path, monkeypatch):
+    p = tmp_path / "bmm.csv"
+    row = {"OPName": "bmm", "Latency": 1.0, "Device": "Mystery GPU", "Kernel Name": "k", "B": 1, "M": 2, "N": 2, "K": 2,
+           **{f"{kind} {axis}": 1 for kind in ("Grid", "Block") for axis in "xyz"}}
+    pd.DataFrame([row]).to_csv(p, index=False)
+    monkeypatch.setattr(data, "kernel_csvs", lambda vendor="nvidia": [(p, "test")])
+    monkeypatch.setattr(paths, "NEUSIGHT", tmp_path)   # the table's `source` column is relative to it
+    with pytest.raises(data.DataError, match=r"no device JSON for \['Mystery GPU'\]"):
+        data._build_table("nvidia")
+
+
 def test_splits_follow_the_protocol(table):
     assert set(table["split"]) == set(data.SPLITS)
     ood = set(table.loc[table["split"] == "test_ood", "device"])

@@ -165,6 +165,23 @@ def test_a_model_used_for_its_info_alone_is_committed_without_weights(folders, m
         reference_weights.sync({"h-1.pt": [{"reference": True, "weights": True}]}, cache)
 
 
+def test_sync_rehashes_only_the_records_of_the_committed_file(folders):
+    # a model loaded for its history alone, from the committed file and from this machine's identical copy: sync strips
+    # the committed file, so its record takes the new hash, while the record of this machine's file keeps its own
+    cache, dest = train.cache_dir(), reference_weights.folder()
+    _save(cache / "h-1.pt", 1.0, history=[])
+    dest.mkdir(parents=True)
+    (dest / "h-1.pt").write_bytes((cache / "h-1.pt").read_bytes())
+    own_hash = reference_weights.file_hash(cache / "h-1.pt")
+    records = [{"reference": True, "weights": False, "sha256": own_hash},
+               {"reference": False, "weights": False, "sha256": own_hash}]
+    reference_weights.sync({"h-1.pt": records}, cache)
+    assert torch.load(dest / "h-1.pt")["state"] is None
+    assert records[0]["sha256"] == reference_weights.file_hash(dest / "h-1.pt") != own_hash
+    assert records[1]["sha256"] == own_hash
+    reference_weights.sync({"h-1.pt": records}, cache)   # the same ledger again (a make figures that reruns nothing)
+
+
 def test_selection_runs_read_their_history_without_the_weights(folders, monkeypatch):
     from lib.protocol import selection_curves
     monkeypatch.setattr(predictors, "_LOADED", {})
@@ -216,6 +233,11 @@ def test_provenance_of_a_full_run_commits_its_models(folders):
     notebooks.provenance(outs)
     assert json.loads((paths.FIGURES / "PROVENANCE.json").read_text())["reference_weights"] == record
     assert [p.name for p in reference_weights.committed_files()] == ["m-1.pt", "other-1.pt"]
+    # the next full run records its own models, not the last full run's record
+    _save(train.cache_dir() / "n-1.pt", 2.0)
+    outs[0].with_suffix(".models.jsonl").write_text(json.dumps({"model": "n-1.pt", "cached": True, "train_s": 2.0}) + "\n")
+    notebooks.provenance(outs)
+    assert json.loads((paths.FIGURES / "PROVENANCE.json").read_text())["reference_weights"]["models"] == 2
 
 
 def test_forced_training_and_migration_with_committed_weights(folders, monkeypatch):
