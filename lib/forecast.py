@@ -32,7 +32,7 @@ import pandas as pd
 
 from . import paths, reference_weights
 from .caveats import extrapolation_note, memory_note, spec_notes
-from .cli import Parser, file_path
+from .cli import Parser, file_path, stdout_failed
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise
 from .graph import GraphError, capture, parameter_count
@@ -343,7 +343,11 @@ def main(argv=None) -> int:
                                method=args.method, calibrate=args.calibrate)
         result = summarize(table)
         parameters = parameter_count(args.model)
-    except (DataError, DeviceError, GraphError, KernelInputError, ValueError) as e:
+    except KernelInputError as e:   # no kernel CSV here: the config's sizes made the kernel
+        print(f"error: {args.model}: the model's graph has a kernel the predictors cannot take ({e}); check the "
+              "config's sizes", file=sys.stderr)
+        return 2
+    except (DataError, DeviceError, GraphError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if why := _why_not_forecast(table, result, device, args.method, args.device):
@@ -361,7 +365,11 @@ def main(argv=None) -> int:
                  unvalidated):
         if note:
             print(f"warning: {note}", file=sys.stderr)
-    print(json.dumps(result))
+    try:
+        print(json.dumps(result), flush=True)
+    except OSError as e:   # a full disk, a reader that quit (BrokenPipeError): the run gave no answer
+        stdout_failed(e, args.kernels_out)
+        return 2
     return 0
 
 

@@ -167,11 +167,16 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int
 
 def _oracle_rows(df: pd.DataFrame, vendor: str) -> pd.DataFrame:
     """The rows to predict with tiles='oracle', with a block_x column (lib.tiles reads it on AMD only); a
-    KernelInputError naming the first GEMM row (index label) whose tile neither its kernel_name nor its grid gives."""
-    if "kernel_name" not in df.columns:
-        raise KernelInputError("tiles='oracle' needs a 'kernel_name' column (the target's profiled kernels)")
+    KernelInputError naming the first GEMM row (index label) whose tile neither its kernel_name nor its grid gives.
+    Only GEMM rows read a kernel name: the other ops' tiles follow PyTorch's launch rules (lib.tiles)."""
     out = df if "block_x" in df.columns else df.assign(block_x=np.nan)
-    unnamed = df["op"].isin(GEMM_OPS).to_numpy() & df["kernel_name"].map(gemm_tile_from_name).isna().to_numpy()
+    gemm = df["op"].isin(GEMM_OPS).to_numpy()
+    if not gemm.any():
+        return out
+    if "kernel_name" not in df.columns:
+        raise KernelInputError("tiles='oracle' needs a 'kernel_name' column for GEMM rows (the target's profiled "
+                               "kernels)")
+    unnamed = gemm & df["kernel_name"].map(gemm_tile_from_name).isna().to_numpy()
     if not unnamed.any():
         return out
     dataset_name = {ours: theirs for theirs, ours in INPUT_NAMES.items()}
@@ -318,6 +323,16 @@ def _read_kernels(path: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, as_read
 
 
+def _other_gpus(table: pd.DataFrame, device: Device) -> tuple[str, list[str]] | None:
+    """(column, names) where an input column named Device or device (a dataset CSV's) names GPUs other than `device`."""
+    for col in ("Device", "device"):
+        if col in table.columns:
+            names = sorted({str(n) for n in table[col].dropna()} - {device.name})
+            if names:
+                return col, names
+    return None
+
+
 # habitat holds a far extrapolation at its cap, exp(MAX_LOG_MS) ms (lib.baselines): an overflow too, not a forecast
 def _check_habitat_cap(pred: np.ndarray, kernels: pd.DataFrame, input_path: str, device_path: str) -> None:
     """KernelInputError naming the first row (not op 'mem') whose habitat latency is the cap."""
@@ -367,6 +382,10 @@ def main(argv=None) -> int:
                   f"{len(pred)} rows", file=sys.stderr)
         if "pred_ms" in table.columns:
             print(f"note: {args.input} has a pred_ms column; the output replaces it", file=sys.stderr)
+        if other := _other_gpus(table, device):
+            print(f"note: {args.input}'s {other[0]} column names other GPUs ({', '.join(other[1][:3])}"
+                  f"{', ...' if len(other[1]) > 3 else ''}); every row is forecast for {device.name} (--device)",
+                  file=sys.stderr)
     except (KernelInputError, DeviceError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -381,7 +400,8 @@ def main(argv=None) -> int:
     for note in (extrapolation_note(device), *spec_notes(device)):
         if note:
             print(f"warning: {note}", file=sys.stderr)
-    print(f"wrote {len(table)} predictions to {'standard output' if args.output == '-' else args.output}",
+    print(f"wrote {len(table)} prediction{'' if len(table) == 1 else 's'} to "
+          f"{'standard output' if args.output == '-' else args.output}",
           file=sys.stderr)
     return 0
 

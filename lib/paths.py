@@ -26,14 +26,21 @@ SUMMARY = NEUSIGHT / "summary"
 def output_problem(path, inputs=()) -> str | None:
     """Why `path` cannot be written as an output file, else None: it names a folder, its folder (for a link,
     the folder of the file it points to) is missing, it exists but is not a regular file (a FIFO, a device), or
-    it is one of the `inputs`."""
+    it is one of the `inputs`, or the file system refuses the name (too long, ...)."""
+    try:
+        return _output_problem(path, inputs)
+    except OSError as e:
+        return f"cannot be used as a file path ({e.strerror or e})"
+
+
+def _output_problem(path, inputs) -> str | None:
     text, path = str(path), Path(path)
     if path.is_dir() or text.endswith(("/", os.sep)):
         return "names a folder, not a file"
     if path.is_symlink():   # write_atomic writes the file a link points to: that file's folder must exist
         path = path.resolve()
     if not path.parent.is_dir():
-        return f"folder {path.parent} does not exist"
+        return f"{path.parent} is a file, not a folder" if path.parent.exists() else f"folder {path.parent} does not exist"
     if path.exists() and not path.is_file():
         return "exists and is not a regular file"
     if any(path.resolve() == Path(i).resolve() for i in inputs if i):

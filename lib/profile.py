@@ -51,7 +51,10 @@ def write_rows(rows: list[dict], dims: tuple[str, ...], output: Path | str) -> P
 
 
 def refuse_existing(path: Path, overwrite: bool) -> None:
-    """ProfileError if `path` exists and overwrite is False: a rerun never replaces a measurement unasked."""
+    """ProfileError if `path` exists and overwrite is False: a rerun never replaces a measurement unasked (a folder:
+    never)."""
+    if Path(path).is_dir():
+        raise ProfileError(f"{path} is a folder; give the path of a file to write")
     if not overwrite and Path(path).exists():
         raise ProfileError(f"{path} exists: delete it, or pass overwrite=True (--overwrite) to measure again")
 

@@ -9,7 +9,6 @@ the dataset's summary/ through those same tables. Nothing here is typed in.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
+from .cli import Parser
 from .metrics import NEVER_TRAINED_POOLS, ape, bootstrap_mean_ci, never_trained_table
 from .ops import OP_CLASSES as OP_ORDER
 
@@ -287,7 +287,7 @@ def replace_block(text: str, block: str, where: str = "README.md") -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lib.report", description=__doc__.split("\n\n")[0])
+    p = Parser(prog="python -m lib.report", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the README's block is stale")
     p.add_argument("--readme", type=Path, default=paths.ROOT / "README.md",
                    help="the README whose result block is written or checked (default: the repository's)")
@@ -296,7 +296,7 @@ def main(argv=None) -> int:
         text = args.readme.read_text()
         new = replace_block(text, render(), str(args.readme))
     except (OSError, ValueError) as e:
-        print(e, file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2
     if args.check:
         if new != text:

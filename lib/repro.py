@@ -84,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     from .train import blas_fingerprint, cpu_model
     try:
         cfg = json.loads(Path(args.config).read_text()) if args.config else None
+    except (OSError, ValueError) as e:
+        print(f"error: --config {args.config}: {e}", file=sys.stderr)
+        return 2
+    try:
         same, table = check(cfg)
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -563,6 +563,31 @@ def test_cli_kernels_out_may_not_overwrite_an_input(tmp_path):
     assert model.read_text() == GPT2.read_text() and device.read_text() == L4.read_text()
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_cli_that_cannot_print_its_answer_fails_and_leaves_no_kernel_table(tmp_path):
+    out = tmp_path / "k.csv"
+    with open("/dev/full", "w") as full:   # every write: no space left on the device
+        r = subprocess.run([sys.executable, "-m", "lib.forecast", "--model", str(GPT2), "--device", str(L4), "--batch",
+                            "1", "--seq", "8", "--mode", "inference", "--method", "roofline", "--kernels-out", str(out)],
+                           stdout=full, stderr=subprocess.PIPE, text=True, cwd=paths.ROOT, timeout=900)
+    assert r.returncode == 2 and list(tmp_path.iterdir()) == []
+    assert r.stderr.strip().splitlines()[-1] == ("error: cannot write the result to standard output (No space left on "
+                                                 "device)") and "Traceback" not in r.stderr
+
+
+def test_cli_names_the_model_config_when_its_sizes_make_a_bad_kernel(monkeypatch, capsys):
+    from lib import forecast as F
+    from lib.kernels import KernelInputError
+
+    def bad(*a, **k):
+        raise KernelInputError("column 'K' must be a positive integer for bmm/linear (row 16)")
+    monkeypatch.setattr(F, "forecast_table", bad)
+    assert F.main(["--model", str(GPT2), "--device", str(L4), "--batch", "1", "--seq", "8", "--mode", "inference"]) == 2
+    assert capsys.readouterr().err == (f"error: {GPT2}: the model's graph has a kernel the predictors cannot take "
+                                       "(column 'K' must be a positive integer for bmm/linear (row 16)); check the "
+                                       "config's sizes\n")
+
+
 def test_cli_kernels_out_is_not_standard_output(tmp_path):
     # standard output carries the JSON line: '-' is refused, not written as a file named '-'
     env = {**os.environ, "PYTHONPATH": str(paths.ROOT)}

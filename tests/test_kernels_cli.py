@@ -276,10 +276,13 @@ def test_cli_usage_errors_are_one_line(tmp_path):
 
 def test_cli_says_when_it_replaces_an_input_pred_ms_column(tmp_path):
     inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
-    pd.DataFrame({"OPName": ["add"], "B": [2], "H": [3], "pred_ms": [99.0]}).to_csv(inp, index=False)
+    pd.DataFrame({"OPName": ["add"], "B": [2], "H": [3], "pred_ms": [99.0], "device": ["NVIDIA L4"]}).to_csv(inp, index=False)
     r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
     assert r.returncode == 0 and "has a pred_ms column; the output replaces it" in r.stderr
-    assert pd.read_csv(out)["pred_ms"].iloc[0] != 99.0 and list(pd.read_csv(out).columns) == ["OPName", "B", "H", "pred_ms"]
+    written = pd.read_csv(out)
+    assert written["pred_ms"].iloc[0] != 99.0 and list(written.columns) == ["OPName", "B", "H", "pred_ms", "device"]
+    assert "names other GPUs" not in r.stderr                # a device column naming --device's GPU is no news
+    assert r.stderr.strip().splitlines()[-1] == f"wrote 1 prediction to {out}"
 
 
 @pytest.mark.parametrize("text, header, rows", [
@@ -334,6 +337,17 @@ def test_cli_oracle_tiles_need_a_tile_in_the_name_or_the_launch_grid(tiny_config
     assert np.isfinite(pred).all() and pred[0] != pred[1]
 
 
+def test_oracle_tiles_read_kernel_names_for_gemm_rows_only(tiny_config):
+    # the vector ops' tiles follow PyTorch's launch rules: a table without GEMM rows needs no kernel_name
+    cfg = {c: TINY for c in ("BMM", "FC", "EW", "SOFTMAX", "LN")}
+    vec = pd.DataFrame({"op": ["softmax", "add"], "B": [64, 8], "H": [1024, 512]})
+    assert predict_kernels(vec, load_device(L4), tiles="oracle", cfg_by_class=cfg).tolist() == \
+        predict_kernels(vec, load_device(L4), tiles="spec", cfg_by_class=cfg).tolist()
+    with pytest.raises(KernelInputError, match="needs a 'kernel_name' column for GEMM rows"):
+        predict_kernels(pd.concat([vec, KERNELS.rename(columns={"OPName": "op"}).head(1)]), load_device(L4),
+                        tiles="oracle", cfg_by_class=cfg)
+
+
 @pytest.mark.parametrize("stdin", ["/dev/stdin", "-"])
 def test_cli_reads_its_input_from_a_pipe(stdin):
     # a pipe can be read once: `cat k.csv | python -m lib.kernels --input - ...`
@@ -357,6 +371,9 @@ def test_cli_reads_a_dataset_csv_as_it_is(tiny_config, tmp_path):
                    "bmm,0.05,Tesla T4,p2.1.0,8902,gemv2T_kernel,8,2,2,2,8,128,1,1,cu121,,8,128,64,128\n")
     r = cli("--device", L4, "--input", inp, "--output", out, "--tiles", "oracle", "--config", tiny_config)
     assert r.returncode == 0, r.stderr
+    # its Device column names the T4, but every row is forecast for --device: said on stderr
+    assert ("bmm.csv's Device column names other GPUs (Tesla T4); every row is forecast for NVIDIA L4 (--device)"
+            in r.stderr)
     lines = out.read_text().splitlines()
     assert lines[0] == inp.read_text().splitlines()[0] + ",pred_ms"
     tidy = pd.DataFrame({"op": ["bmm", "bmm"], "B": [384, 8], "M": [128, 128], "N": [64, 64], "K": [128, 128],

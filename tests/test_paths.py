@@ -18,6 +18,9 @@ def test_output_problem_names_each_case(tmp_path):
     assert "also an input" in paths.output_problem(tmp_path / "link.csv", (tmp_path / "in.csv",))
     os.symlink(tmp_path / "gone" / "out.csv", tmp_path / "dangling.csv")   # a link into a missing folder
     assert paths.output_problem(tmp_path / "dangling.csv") == f"folder {tmp_path / 'gone'} does not exist"
+    # a file where a folder should be, and a name the file system refuses: said, not raised
+    assert paths.output_problem(tmp_path / "in.csv" / "out.csv") == f"{tmp_path / 'in.csv'} is a file, not a folder"
+    assert paths.output_problem(tmp_path / ("x" * 300)) == "cannot be used as a file path (File name too long)"
 
 
 def test_write_atomic_writes_through_a_symlink(tmp_path):

@@ -187,6 +187,10 @@ def test_collect_refuses_to_replace_a_measurement_unasked(fake_gpu, tmp_path, ca
     assert len(_rows(P.collect(["bmm"], str(fake_gpu[1]), out, overwrite=True))) == 7
     assert P.main(["--ops", "bmm", "--dims", str(fake_gpu[1]), "--output", str(out)]) == 2
     assert "exists" in capsys.readouterr().err
+    # a folder is never replaced, asked or not: said as a folder, not as a measurement to delete
+    for overwrite in (False, True):
+        with pytest.raises(P.ProfileError, match=r"is a folder; give the path of a file to write"):
+            P.collect(["bmm"], str(fake_gpu[1]), tmp_path, overwrite=overwrite)
 
 
 def test_collect_warns_when_kernels_ran_in_tf32(fake_gpu, tmp_path, monkeypatch, capsys):

@@ -70,6 +70,16 @@ def test_check_reports_a_stale_block(tmp_path):
     assert report.main(["--readme", str(tmp_path / "missing.md")]) == 2
 
 
+def test_report_errors_are_one_line(tmp_path, capsys):
+    assert report.main(["--readme", str(tmp_path / "missing.md")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "missing.md" in err and len(err.splitlines()) == 1
+    with pytest.raises(SystemExit) as e:
+        report.main(["--bogus"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err == "error: unrecognized arguments: --bogus (see python -m lib.report --help)\n"
+
+
 def test_perop_summary_with_intervals():
     rows = []
     for method, (ood, ind) in {report.SPEC: (15.0, 20.0), report.ORACLE: (16.0, 21.0), report.PAPER: (14.0, 22.0)}.items():

@@ -57,6 +57,13 @@ def test_cli_prints_both_machines_and_exits_1_on_other_weights(tmp_path):
     assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.strip().splitlines()) == 1
 
 
+def test_a_config_that_is_no_json_is_named(tmp_path, capsys):
+    cfg = tmp_path / "bad.json"
+    cfg.write_text('{"BMM": ')
+    assert repro.main(["--config", str(cfg)]) == 2
+    assert capsys.readouterr().err == f"error: --config {cfg}: Expecting value: line 1 column 9 (char 8)\n"
+
+
 def test_with_committed_weights_the_verdict_says_make_figures_loads_them(tmp_path, monkeypatch, capsys):
     table = pd.DataFrame({"committed": [1.0], "this machine": [2.0], "same": [False]}, index=["ood_mape"])
     monkeypatch.setattr(repro, "check", lambda cfg: (False, table))
