@@ -77,6 +77,12 @@ SIZE_FIELDS = {"bert": _HF_SIZES, "gpt2": ("n_embd", "n_head", "vocab_size"),
                "llama": _HF_SIZES, "mistral": _HF_SIZES, "qwen2": _HF_SIZES,
                "switch_transformers": ("d_model", "num_heads", "d_ff", "d_kv", "num_experts", "vocab_size")}
 
+# Optional fields that size a model: where a config gives one (and not null), it must be a positive integer too, else
+# Hugging Face builds an empty embedding or head (BERT's type_vocab_size 0) that the forecast would price without a word.
+OPTIONAL_SIZE_FIELDS = {"bert": ("type_vocab_size", "num_labels"), "gpt2": ("n_inner",),
+                        "opt": ("word_embed_proj_dim",), "llama": ("head_dim",), "mistral": ("head_dim",),
+                        "qwen2": ("head_dim",), "switch_transformers": ()}
+
 
 # Hugging Face's other names for a config field (each config class's `attribute_map`; a test compares): a config may
 # give both, and Hugging Face then builds with one of the two values, so they must agree. load_config keeps one key.
@@ -139,6 +145,12 @@ def load_config(path) -> ModelConfig:
             raise GraphError(f"{path}: field '{f}' is missing (a positive integer, as in Hugging Face's config.json)")
         if not _positive_int(raw[f]):
             raise GraphError(f"{path}: field '{f}' must be a positive integer (got {raw[f]!r})")
+    for f in OPTIONAL_SIZE_FIELDS[model_type]:
+        if raw.get(f) is not None and not _positive_int(raw[f]):
+            raise GraphError(f"{path}: field '{f}' must be a positive integer where given (got {raw[f]!r})")
+    # BERT is built with a classification head, whose labels Hugging Face counts from id2label where a config gives it
+    if model_type == "bert" and "id2label" in raw and not (isinstance(raw["id2label"], dict) and raw["id2label"]):
+        raise GraphError(f"{path}: field 'id2label' must be an object naming at least one label (got {raw['id2label']!r})")
     _check_heads(path, raw, model_type)
     layers = [raw[f] for f in layer_fields]
     max_pos = raw[pos_field] if pos_field else None

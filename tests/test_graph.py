@@ -242,6 +242,24 @@ def test_errors(tmp_path):
         graph.capture(_write(tmp_path, TINY_GPT2), 1, 8, "serving")
 
 
+def test_optional_sizes_must_be_positive_where_given(tmp_path):
+    # a 0 would build an empty embedding or head that the forecast prices without a word (BERT's token types)
+    bert = json.loads((paths.MODEL_CONFIGS / "bert_large.json").read_text())
+    opt = json.loads((paths.MODEL_CONFIGS / "opt_13.json").read_text())
+    for base, field, value in ((bert, "type_vocab_size", 0), (bert, "num_labels", 0), (opt, "word_embed_proj_dim", 0),
+                               (TINY_LLAMA, "head_dim", 0), (TINY_GPT2, "n_inner", 2.5)):
+        with pytest.raises(graph.GraphError, match=rf"m\.json: field '{field}' must be a positive integer where given "
+                                                   rf"\(got {value}\)"):
+            graph.load_config(_write(tmp_path, dict(base, **{field: value})))
+    with pytest.raises(graph.GraphError, match=r"field 'id2label' must be an object naming at least one label"):
+        graph.load_config(_write(tmp_path, dict(bert, id2label={})))
+    # null, or not given: Hugging Face's default, as the dataset's configs use it
+    for base, field in ((TINY_LLAMA, "head_dim"), (TINY_GPT2, "n_inner"), (bert, "num_labels")):
+        graph.load_config(_write(tmp_path, dict(base, **{field: None})))
+    graph.load_config(_write(tmp_path, dict(bert, id2label={"0": "LABEL_0"})))
+    graph.load_config(_write(tmp_path, dict(TINY_GPT2, id2label={})))   # an LM head counts no labels
+
+
 def test_aliases_are_hugging_faces():
     from transformers import CONFIG_MAPPING
     for model_type in graph.ARCHS:
