@@ -525,9 +525,14 @@ def test_04_larger_kernels_and_alignment():
         n_slow = int((~by_size).sum())
         return not by_size.iloc[-n_slow:].any()
     largest = all(slow_bins_are_largest(d) for d in slow_devices)
+    # the held-out kernels the exception's bins hold, in bin order
+    held_rows = tp[tp["group"] == "held-out shapes"].set_index(["device", "gflop_bin"])["rows"]
+    slow_rows = [int(held_rows[(d, b)]) for d in slow_devices
+                 for b in faster.loc[d].sort_index(key=lambda idx: idx.map(left_edge)).index if not faster.loc[(d, b)]]
     says(NB04, f"GEMMs {'mostly' if faster.mean() > 0.5 else 'rarely'} run faster than training GEMMs of the same work "
                f"(the printed medians; the table has every bin, and {and_list(SHORT[d] + chr(39) + 's' for d in slow_devices)} "
-               f"{'largest' if largest else 'some'} bins are the exception)")
+               f"{'largest' if largest else 'some'} bins are the exception, with only "
+               f"{and_list(str(n) for n in slow_rows)} held-out kernels)")
     x4 = throughput_ratio_by_device(tp)["training shapes, M N K multiples of 4"]
     alike = x4.between(*BAND).all()
     says(NB04, f"The few training shapes whose dimensions are all multiples of 4 run "
