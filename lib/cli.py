@@ -1,4 +1,5 @@
-"""What the two command-line tools (lib.kernels, lib.forecast) share: an argument parser whose errors are one line."""
+"""What the command-line tools share: an argument parser whose errors are one line, and what to do when the answer
+cannot be written to standard output."""
 from __future__ import annotations
 
 import argparse
