@@ -279,6 +279,12 @@ def capture(config_path, batch: int, seq: int, mode: str, *, depths=None,
     try:
         records = record(cfg, batch, seq, mode, depths)
     except Exception as e:   # transformers / torch rejecting a value of the config (an activation name, a size)
+        # Hugging Face looks names up in its tables (activations, RoPE types): a KeyError holds only the value
+        named = fields_with_value(cfg.raw, e.args[0]) if isinstance(e, KeyError) and e.args else []
+        if named:
+            raise GraphError(f"{cfg.path}: Hugging Face does not know the value {e.args[0]!r} of field "
+                             f"{' / '.join(repr(n) for n in named)}; check its spelling against Hugging Face's "
+                             f"documentation for this model_type ({cfg.model_type!r})") from None
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise GraphError(f"{cfg.path}: cannot build the model from this config at batch {batch}, "
                          f"sequence {seq} ({type(e).__name__}: {first})") from None
@@ -287,6 +293,19 @@ def capture(config_path, batch: int, seq: int, mode: str, *, depths=None,
         cache.parent.mkdir(parents=True, exist_ok=True)
         paths.write_atomic(cache, df.to_pickle)
     return df
+
+
+def fields_with_value(raw: dict, value, prefix: str = "") -> list:
+    """Dotted names of the fields of a config (nested objects too) whose value is the string `value` (notebook 05)."""
+    if not isinstance(value, str):
+        return []
+    names = []
+    for k, v in raw.items():
+        if isinstance(v, dict):
+            names += fields_with_value(v, value, f"{prefix}{k}.")
+        elif v == value:
+            names.append(f"{prefix}{k}")
+    return names
 
 
 def _to_table(records: list, cfg: ModelConfig, depths) -> pd.DataFrame:

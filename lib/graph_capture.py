@@ -8,6 +8,7 @@ shapes. Forward pre/post hooks on each block, and tensor hooks on block outputs 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import warnings
 
@@ -212,7 +213,8 @@ def build_model(cfg, mode: str, depths, batch: int, device: str = "meta"):
 
     from .graph import ARCHS
     inf_cls, train_cls, layer_fields, *_ = ARCHS[cfg.model_type]
-    raw = {k: v for k, v in cfg.raw.items() if k not in ("torch_dtype", "dtype", "_name_or_path")}
+    # a deep copy: Hugging Face edits nested fields in place (it adds 'rope_type' to a 'rope_scaling' giving 'type')
+    raw = copy.deepcopy({k: v for k, v in cfg.raw.items() if k not in ("torch_dtype", "dtype", "_name_or_path")})
     for f, d in zip(layer_fields, depths):
         raw[f] = d
     if cfg.model_type == "switch_transformers":

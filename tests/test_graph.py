@@ -1,5 +1,6 @@
 """Tests of lib.graph: FLOPs vs torch's FlopCounterMode, layer multiplication, hand-computed shapes."""
 import json
+from unittest import mock
 
 import pandas as pd
 import pytest
@@ -235,9 +236,18 @@ def test_errors(tmp_path):
     with pytest.raises(graph.GraphError, match="'hidden_size' must be a positive integer"):
         graph.load_config(_write(tmp_path, dict(TINY_LLAMA, hidden_size=-64)))
     # a value only transformers can judge: one line naming the file, not a traceback from inside
-    with pytest.raises(graph.GraphError, match=r"bad\.json: cannot build the model.*KeyError"):
+    with pytest.raises(graph.GraphError, match=r"bad\.json: Hugging Face does not know the value 'foo' of field "
+                                               r"'activation_function'; check its spelling"):
         graph.capture(_write(tmp_path, dict(TINY_GPT2, activation_function="foo"), "bad"), 1, 8, "inference",
                       use_cache=False)
+    # a nested field (a RoPE type) is named by its dotted path
+    rope = dict(TINY_LLAMA, rope_scaling={"rope_type": "wobbly", "factor": 2.0})
+    with pytest.raises(graph.GraphError, match=r"value 'wobbly' of field 'rope_scaling\.rope_type'"):
+        graph.capture(_write(tmp_path, rope, "rope"), 1, 8, "inference", use_cache=False)
+    # any other rejection keeps transformers' own words, after the file's name
+    with pytest.raises(graph.GraphError, match=r"bad\.json: cannot build the model.*KeyError: 'missing_table_entry'"):
+        with mock.patch("lib.graph_capture.record", side_effect=KeyError("missing_table_entry")):
+            graph.capture(_write(tmp_path, TINY_GPT2, "bad"), 1, 8, "inference", use_cache=False)
     with pytest.raises(graph.GraphError, match=r"mode must be one of .*\(got 'serving'\)"):
         graph.capture(_write(tmp_path, TINY_GPT2), 1, 8, "serving")
 
@@ -322,3 +332,19 @@ def test_label_layer_nodes_reads_label_csv(tmp_path):
     assert list(df.columns) == ["Name", "op", "target", "input_shapes", "output_shape",
                                 "fw_latency_ms", "bw_latency_ms"]
     assert df.fw_latency_ms.iloc[0] == 0.5
+
+
+def test_fields_with_value_finds_nested_string_fields():
+    raw = {"hidden_act": "silu", "rope_scaling": {"rope_type": "silu", "factor": 2.0}, "n": 3, "tag": ["silu"]}
+    assert graph.fields_with_value(raw, "silu") == ["hidden_act", "rope_scaling.rope_type"]
+    assert graph.fields_with_value(raw, "gelu") == []
+    assert graph.fields_with_value(raw, 3) == []     # only strings: a size shared by many fields names none
+
+
+def test_building_leaves_the_config_unchanged(tmp_path):
+    # Hugging Face copies an old-style RoPE 'type' to 'rope_type' inside the dict it is given
+    cfg = graph.load_config(_write(tmp_path, dict(TINY_LLAMA, rope_scaling={"type": "linear", "factor": 2.0})))
+    before = json.dumps(cfg.raw, sort_keys=True)
+    from lib.graph_capture import build_model
+    build_model(cfg, "inference", cfg.num_layers, batch=1)
+    assert json.dumps(cfg.raw, sort_keys=True) == before
