@@ -28,7 +28,7 @@ from . import paths
 NO_REFERENCE_ENV = "NEUSIGHT_NO_REFERENCE"   # set (to anything but '' or 0): train every model on this machine
 # A guard against committing a giant by mistake: the largest models, the paper's predictor size (8 x 512,
 # lib.selection.PAPER_CONFIGS), are about 7.4 MB each (1.8 million float32 weights), about 37 MB for the five of them
-# (67 minutes of training on the reference machine). Most of the others are 4 x 128 MLPs of about 0.2 MB each: the
+# (about an hour of training on the reference machine). Most of the others are 4 x 128 MLPs of about 0.2 MB each: the
 # 672 models of the run of 2026-11-27 took 183 MB together, 121 MB since the 303 that only selection runs read are kept
 # without weights (sync; figures/PROVENANCE.json, reference_weights).
 REFERENCE_MAX_BYTES = 10_000_000

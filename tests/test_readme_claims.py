@@ -852,6 +852,18 @@ def test_size_steps():
         f"({bert.loc[h200, 'worst_ratio']:.2f} on H200, {bert.loc[t4, 'worst_ratio']:.2f} on T4)")
 
 
+def test_small_gemms():
+    """One linear layer [M, 768] @ [768, 768] as M grows (notebook 05, "Small GEMMs", e2e_small_gemms)."""
+    small = table("e2e_small_gemms").set_index("M")
+    short = {"Tesla T4": "T4", "NVIDIA L4": "L4", "NVIDIA H200": "H200"}
+    one_slower = [short[g] for g in small if small.loc[1, g] > small.loc[8, g]]
+    assert one_slower and set(short) == set(small)
+    h200 = small["NVIDIA H200"]
+    assert small.loc[1, "NVIDIA H200"] < h200.loc[8] and 1 < h200.loc[8] / h200.loc[64] < 1.05   # "slightly"
+    say(f"a [1, 768] @ [768, 768] linear is forecast slower than an [8, 768] one on {and_list(one_slower)}, and on "
+        f"H200 an [8, 768] one slightly slower than a [64, 768] one")
+
+
 def test_doubling_on_the_grid():
     """Held-out shapes with one dimension doubled (notebook 04, 04-doubling)."""
     from lib.size_steps import ALL_GPUS
