@@ -20,7 +20,7 @@ def extrapolation_note(device) -> str | None:
     from .devices import TRAIN_GPUS_NVIDIA, all_devices
     if Path(device.path).stem.endswith("_TP"):   # the dataset's name for a tensor-parallel group (lib.devices.device_files)
         return (f"{device.path} describes a group of GPUs for tensor parallelism, not one GPU: its forecasts treat the "
-                "group's summed spec as a single GPU, which nothing here validates")
+                "group's spec as a single GPU's, which nothing here validates")
     if device.vendor != "nvidia":
         return (f"{device.name} is not an NVIDIA GPU: the NeuSight and Habitat-style predictors learned from NVIDIA "
                 "GPUs only and tile its kernels by CUDA's launch rules, so its forecasts are unvalidated (AMD is "
@@ -60,7 +60,8 @@ def memory_note(parameters: int, mode: str, device) -> str | None:
 # A spec field off by an order of magnitude from every known GPU of its vendor is most likely in other units
 # (TFLOP/s for GFLOP/s, TB/s for GB/s, KB for MB, GHz for MHz). An NVIDIA GPU's fp32 peak is its FMA rate:
 #     SingleFLOPs [GFLOP/s] = 2 * Num_Sm * Core_Per_SM * Freq [MHz] / 1000
-# which every NVIDIA file of the dataset and of data/devices/ meets within 4% (P100's file: 0.96).
+# which every NVIDIA file of the dataset and of data/devices/ meets within 4% (P100's file: 0.96), the dataset's
+# tensor-parallel group file (*_TP.json, skipped by the check) aside.
 SPEC_FIELDS = {"Dev_Mem": "mem_gb", "Mem_Bw": "mem_bw_gbps", "Num_Sm": "num_sm", "Core_Per_SM": "cores_per_sm",
                "Freq": "freq_mhz", "L2Cache": "l2_mb", "SingleFLOPs": "peak_gflops"}
 UNITS_FACTOR = 10.0       # "far outside": beyond the known GPUs' range by more than this factor

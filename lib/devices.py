@@ -138,7 +138,7 @@ def device_files() -> list[Path]:
     """Every single-GPU device JSON: the dataset's (NVIDIA, AMD) and the ones this project adds."""
     dirs = [paths.DEVICE_CONFIGS, paths.DEVICES_ADDED]
     files = [f for d in dirs if d.is_dir() for f in sorted(d.glob("*.json"))]
-    return [f for f in files if not f.stem.endswith("_TP")]  # _TP describes a 4-GPU group
+    return [f for f in files if not f.stem.endswith("_TP")]  # _TP: a tensor-parallel group's spec, not one GPU's
 
 
 def all_devices() -> dict[str, Device]:

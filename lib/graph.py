@@ -391,8 +391,8 @@ def warm_cache() -> int:
 def main(argv=None) -> int:
     """`python -m lib.graph CONFIG.json BATCH SEQ MODE`: print the kernel table as CSV.
 
-    `python -m lib.graph --warm` captures every label's graph into the cache (a forecast then
-    needs no torch/transformers import: ~1 s instead of ~8 s on 2 cores).
+    `python -m lib.graph --warm` captures every label's graph into the cache (a forecast then imports no
+    transformers and captures nothing: `make bench`'s forecast_cli_cold against forecast_cli_capture).
     """
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["--warm"]:

@@ -98,7 +98,7 @@ def _chosen(candidates: dict, choice: dict, **extra) -> dict:
 #   EW   wave_l2,                E = 40 (shapes best)     LOGO 22.6, shapes  1.5 -> 12.0  (amendment 1: all5, E = 9, 49.8)
 #   SOFTMAX wave_l2,             E = 39 (shapes best)     LOGO 54.6, shapes  7.5 -> 31.0  (amendment 1: 34.1)
 #   LN   wave_l2,                E = 38 (shapes best)     LOGO 32.5, shapes  3.8 -> 18.1  (amendment 1: 20.0)
-#   (wave_l2 scored 26.9 for BMM: amendment 1's config stayed)
+#   (wave_l2's best BMM score was 26.5, its logo_median_best candidate at E = 3: amendment 1's config stayed)
 AMENDMENT2_UNSEEN_CHOICE = {"BMM": ("logo_choice", 19), "FC": ("wave_l2", 38), "EW": ("wave_l2", 40),
                             "SOFTMAX": ("wave_l2", 39), "LN": ("wave_l2", 38)}
 # (b) Forecasts ON one of the five training GPUs may use that GPU's own training rows (training
@@ -296,7 +296,7 @@ BLOCK_CONTROL_CONFIGS = _final(_chosen(CANDIDATES, {**AMENDMENT4_UNSEEN_CHOICE, 
 # Not adopted, and that decision was made AFTER its OOD numbers had been seen (notebook 04 recomputes
 # them): OOD MAPE BMM 33.3 (vs 15.7), LN 17.3 (vs 10.8), FC/EW within 0.1; in-distribution (known-GPU)
 # FC 26.5 (vs 24.3), LN 9.8 (vs 6.8). Its softmax models are amendment 2's, which amendment 4 later replaced
-# (OOD 22.0, in-distribution 18.8, against 17.3 and 16.0 adopted since; at the time, against amendment 2's
+# (OOD 22.0, in-distribution 18.8, against amendment 4's 17.3 and 16.0 of then; at the time, against amendment 2's
 # 22.0 and 20.9: unchanged OOD, better in-distribution). Most of its wins were by less
 # than half a point of the criterion, which did not carry over to larger shapes or other GPUs.
 # Reference run (REBASE 2 note above): FC's amendment-2 winner is wave_l2, so FC's trial candidate is wave_l2_b256,

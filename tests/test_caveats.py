@@ -15,7 +15,8 @@ def test_machine_balance_and_extrapolation_note():
     assert C.extrapolation_note(device_by_name("NVIDIA H200")) is None
     assert C.extrapolation_note(device_by_name("NVIDIA H100 80GB HBM3")) is None
     assert C.extrapolation_note(t4) is None            # a training GPU is never an extrapolation
-    # a *_TP.json file of the dataset is a 4-GPU group's summed spec, not one GPU
+    # a *_TP.json file of the dataset is a tensor-parallel group's spec, not one GPU (the H100's: twice one GPU's memory,
+    # bandwidth and L2, one GPU's SMs and clock)
     group = load_device(paths.DEVICE_CONFIGS / "NVIDIA_H100_80GB_HBM3_TP.json")
     assert "group of GPUs for tensor parallelism" in C.extrapolation_note(group)
     # no AMD predictor exists: every AMD GPU, MI100 (an AMD training GPU) included, gets the vendor's warning

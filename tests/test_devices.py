@@ -133,7 +133,7 @@ def test_a_value_at_the_edge_of_its_plausible_range_is_accepted(tmp_path):
 
 def test_known_devices_are_single_gpus_and_the_dataset_comes_first(tmp_path, monkeypatch):
     assert any(f.stem.endswith("_TP") for f in paths.DEVICE_CONFIGS.glob("*.json"))
-    assert not any(f.stem.endswith("_TP") for f in devices.device_files())   # a _TP file is a 4-GPU group
+    assert not any(f.stem.endswith("_TP") for f in devices.device_files())   # a _TP file is a tensor-parallel group
     t4 = devices.device_by_name("Tesla T4")
     added = tmp_path / "added"
     added.mkdir()
