@@ -36,6 +36,22 @@ def test_dominates_needs_every_field():
     assert E.dominates(dataclasses.replace(v100, mem_gb=1.0), p100)   # capacity is not compared
 
 
+def test_dominance_compares_each_spec_number_but_capacity():
+    # named here, not read from DOMINANCE_FIELDS: a GPU below P100 on any one of these five does not dominate it
+    v100 = device_by_name("Tesla V100-PCIE-32GB")
+    p100 = device_by_name("Tesla P100-PCIE-16GB")
+    for field in ("num_sm", "peak_gflops", "peak_vec_gflops", "mem_bw_gbps", "l2_mb"):
+        assert not E.dominates(dataclasses.replace(v100, **{field: getattr(p100, field) * 0.99}), p100), field
+
+
+def test_envelope_rows_follow_each_class_config():
+    # by default FC and EW only; a class whose config does not say 'envelope' is off, as is one given without it
+    df = pd.DataFrame({"op": ["bmm", "linear", "add", "softmax", "ln"]})
+    assert E.envelope_rows(df, None).tolist() == [False, True, True, False, False]
+    given = {"BMM": {"epochs": 1}, "EW": {"epochs": 1}, "LN": {"envelope": True}}
+    assert E.envelope_rows(df, given).tolist() == [False, True, False, False, True]
+
+
 def test_cap_by_hand():
     h100 = device_by_name("NVIDIA H100 80GB HBM3")
     df = pd.DataFrame({"op": ["add", "bmm", "mul"], "B": [1.0] * 3, "H": [8.0] * 3})

@@ -100,6 +100,16 @@ def test_backward_softmax_and_layernorm_read_one_tensor_more():
     assert without_backward_traffic_ms(table) == pytest.approx(1.0 + 2.0 / 1.5)
 
 
+def test_side_inputs_count_without_the_backward_tensor_and_nan_is_none():
+    # softmax B = H = 8: 512 B forward; a fused prologue's 128 B side input stays with backward=False: 640 / 512
+    fused = pd.DataFrame([dict(phase="fw", op="softmax", B=8, H=8, extra_bytes=128.0, total_ms=1.25)])
+    assert traffic_scale(fused, backward=False) == pytest.approx([1.25])
+    assert without_backward_traffic_ms(fused) == pytest.approx(1.25)   # no backward kernel: nothing to take off
+    # a row without extra_bytes (NaN, e.g. from a concatenated table) has no side input: a backward softmax is 1.5
+    bw = pd.DataFrame([dict(phase="bw", op="softmax", B=8, H=8, extra_bytes=float("nan"))])
+    assert traffic_scale(bw) == pytest.approx([1.5])
+
+
 def test_column_sums_ms_counts_only_the_layernorm_backward_second_kernel():
     from lib.traffic import column_sums_ms
     table = pd.DataFrame({"aten": ["aten.native_layer_norm_backward.default",

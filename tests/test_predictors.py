@@ -56,6 +56,30 @@ def test_device_efficiency_by_hand():
     assert P.device_efficiency(plain, batch["device_idx"]) == 1.0
 
 
+def test_model_inputs_one_hot_the_ew_op_by_hand():
+    # the five features, then for EW one column per EW op: 1 in the row's own op's column, 0 elsewhere
+    from lib.data import EW_OPS
+    feat = pd.DataFrame({**{f: [1.0, 2.0] for f in P.FEATURES}, "op": ["gelu", "add"]})
+    x = P.model_inputs(feat, "EW")
+    assert x.dtype == np.float32 and x.shape == (2, len(P.FEATURES) + len(EW_OPS))
+    assert x[:, :len(P.FEATURES)].tolist() == [[1.0] * 5, [2.0] * 5]
+    one_hot = np.zeros((2, len(EW_OPS)))
+    one_hot[0, EW_OPS.index("gelu")] = one_hot[1, EW_OPS.index("add")] = 1.0
+    assert x[:, len(P.FEATURES):].tolist() == one_hot.tolist()
+    assert P.model_inputs(feat, "FC").shape == (2, len(P.FEATURES))   # no op columns for the other classes
+
+
+def test_mlp_hidden_layers_are_relu():
+    # one hidden unit (weight 1, bias 0) feeding both head outputs: a negative input gives z = 0 (ReLU), not tanh
+    model = P.UtilizationMLP(1, 1, 1)
+    with torch.no_grad():
+        model.body[0].weight.fill_(1.0)
+        model.body[0].bias.zero_()
+        model.head.weight.fill_(1.0)
+        model.head.bias.zero_()
+    assert model(torch.tensor([[-2.0], [3.0]])).tolist() == [[0.0, 0.0], [3.0, 3.0]]
+
+
 def test_device_index_names_training_gpus_only():
     idx = P.device_index(["Tesla T4", "NVIDIA H100 80GB HBM3", "Tesla P4"])
     assert idx.tolist() == [P.TRAIN_GPUS_NVIDIA.index("Tesla T4"), -1, P.TRAIN_GPUS_NVIDIA.index("Tesla P4")]

@@ -27,6 +27,16 @@ def test_waves():
         num_waves(1, 0)
 
 
+def test_waves_per_row_and_any_bad_sm_count():
+    # every row divides by its own GPU's SMs: 216 tiles are 2 waves on 108 SMs, 6 on 40
+    from lib.waves import add_waves
+    out = add_waves(pd.DataFrame({"num_tiles": [216, 216], "num_sm": [108, 40]}))
+    assert out["num_waves"].tolist() == [2, 6]
+    # one GPU without SMs in a table is an error, not an infinite wave count for its rows
+    with pytest.raises(ValueError, match="num_sm must be positive"):
+        num_waves([1, 2], np.array([108, 0]))
+
+
 def test_gemm_roofline_by_hand():
     out = add_roofline(gemm_row()).iloc[0]
     assert out["flops"] == 2 * 1024 ** 3

@@ -6,7 +6,7 @@ from lib.devices import device_by_name
 from lib.features import add_features
 from lib.kernels import predict_kernels
 from lib.predictors import predict_featured
-from lib.tile_choice import CANDIDATES, autotune_tiles
+from lib.tile_choice import CANDIDATES, autotune_tiles, classify_tiles, fit_tile_classifier, oracle_tile_labels
 
 
 def test_autotune_picks_each_rows_own_best_tile():
@@ -31,3 +31,58 @@ def test_spec_tiles_forecast_each_gemm_at_its_fastest_candidate_tile():
                          for m, n in CANDIDATES], axis=1)
     np.testing.assert_allclose(spec, per_tile.min(axis=1), rtol=1e-6)
     assert not np.allclose(spec, predict_kernels(df, t4, tiles="classifier"), rtol=1e-6)
+
+
+def test_autotune_skips_missing_and_nonpositive_forecasts():
+    # NaN, 0, negative and inf forecasts are no latency: the least positive finite one (3 ms at 64 x 128) wins
+    spec = device_by_name("Tesla T4").spec_columns()
+    df = pd.DataFrame([{"op": "bmm", "B": 1.0, "M": 64.0, "N": 32.0, "K": 128.0, "H": np.nan, **spec}])
+    ms = {(32, 32): np.nan, (32, 64): 0.0, (32, 128): -1.0, (64, 64): 5.0, (64, 128): 3.0, (128, 32): np.inf,
+          (128, 128): 4.0}
+    fake_ms = lambda f: np.array([ms[(int(m), int(n))] for m, n in zip(f["tile_m"], f["tile_n"])])
+    tile_m, tile_n, pred_ms = autotune_tiles(df, fake_ms)
+    assert (tile_m.tolist(), tile_n.tolist(), pred_ms.tolist()) == ([64], [128], [3.0])
+
+
+def test_oracle_tile_labels_by_hand():
+    # index into CANDIDATES of the tile in the name (volta names: first number over K, second over M);
+    # a tile that is no candidate, or a name without one, is -1 (left out of the classifier), not candidate 0
+    assert CANDIDATES.tolist()[0] == [32, 32] and CANDIDATES.tolist()[4] == [64, 128]
+    names = ["volta_sgemm_32x32_nn", "volta_sgemm_128x64_nn", "ampere_sgemm_128x256_nn", "gemv2T_kernel_val", None]
+    assert oracle_tile_labels(pd.DataFrame({"kernel_name": names})).tolist() == [0, 4, -1, -1, -1]
+
+
+def test_tile_classifier_learns_every_oracle_tile_including_the_first():
+    # small GEMMs ran 32 x 32 tiles (candidate 0), large ones 128 x 128 (candidate 6); a row without a tile is dropped
+    spec = device_by_name("Tesla T4").spec_columns()
+    small = [{"op": "bmm", "B": 1.0, "M": 32.0, "N": 32.0, "K": 32.0, "kernel_name": "volta_sgemm_32x32_nn", **spec}]
+    large = [{"op": "bmm", "B": 8.0, "M": 4096.0, "N": 4096.0, "K": 4096.0, "kernel_name": "volta_sgemm_128x128_nn",
+              **spec}]
+    df = pd.DataFrame(small * 20 + large * 20 + [{**small[0], "kernel_name": "gemv2T_kernel_val"}])
+    forest = fit_tile_classifier(df)
+    assert forest.classes_.tolist() == [0, 6]
+    assert [t.tolist() for t in classify_tiles(df.iloc[[0, 20]], forest)] == [[32, 128], [32, 128]]
+
+
+def test_classify_tiles_reads_tile_m_and_tile_n_from_the_candidates():
+    # a stand-in forest that picks candidates 0, 4 and 5: (32, 32), (64, 128), (128, 32) as (tile_m, tile_n)
+    class Forest:
+        def predict(self, x):
+            assert x.shape == (3, 10)    # log B, M, N, K, is_linear and the five log spec numbers
+            return np.array([0, 4, 5])
+    spec = device_by_name("Tesla T4").spec_columns()
+    df = pd.DataFrame([{"op": "linear", "B": 1.0, "M": 8.0, "N": 16.0, "K": 32.0, **spec}] * 3)
+    tile_m, tile_n = classify_tiles(df, Forest())
+    assert tile_m.tolist() == [32, 64, 128] and tile_n.tolist() == [32, 128, 32]
+
+
+def test_tile_classifier_samples_max_rows_with_its_seed_and_caches_per_seed_and_size(monkeypatch):
+    # each (seed, max_rows) fits once, on max_rows rows drawn with that seed (all rows when max_rows is None or more)
+    import lib.tile_choice as TC
+    fits = []
+    monkeypatch.setattr(TC, "_FOREST", {})
+    monkeypatch.setattr(TC, "load_kernels", lambda ops, splits: pd.DataFrame({"x": range(10)}))
+    monkeypatch.setattr(TC, "fit_tile_classifier", lambda df, seed: fits.append((len(df), seed)) or len(fits))
+    got = [TC.tile_classifier(0, 3), TC.tile_classifier(0, None), TC.tile_classifier(1, 50), TC.tile_classifier(0, 3)]
+    assert got == [1, 2, 3, 1]
+    assert fits == [(3, 0), (10, 0), (10, 1)]
