@@ -348,3 +348,104 @@ def test_building_leaves_the_config_unchanged(tmp_path):
     from lib.graph_capture import build_model
     build_model(cfg, "inference", cfg.num_layers, batch=1)
     assert json.dumps(cfg.raw, sort_keys=True) == before
+
+
+def test_capture_regions_follow_the_blocks_forward_and_backward(tmp_path):
+    # forward: prologue, block 0, block 1, epilogue; backward runs it in reverse, so the head's gradients come first
+    # (epilogue) and the embeddings' last (prologue); each block runs the same kernels in either direction
+    import itertools
+    from lib.graph_capture import record
+    recs = record(graph.load_config(_write(tmp_path, TINY_GPT2)), 2, 8, "training", (2,))
+    runs = {ph: [k for k, _ in itertools.groupby((r["layer"], r["block"]) for r in recs if r["phase"] == ph)]
+            for ph in ("fw", "bw")}
+    assert runs["fw"] == [("prologue", -1), ("layer", 0), ("layer", 1), ("epilogue", -1)]
+    assert runs["bw"] == [("epilogue", -1), ("layer", 1), ("layer", 0), ("prologue", -1)]
+    for ph in ("fw", "bw"):
+        per_block = [[r["aten"] for r in recs if r["phase"] == ph and r["block"] == b] for b in (0, 1)]
+        assert per_block[0] == per_block[1], ph
+    # the backward's seeds (ones like the logits) are no kernel of the model
+    assert not any("ones_like" in r["aten"] for r in recs)
+
+
+def test_dropout_kernels_only_where_cuda_runs_them(tmp_path):
+    # GPT-2 (dropout 0.1): a native_dropout kernel in training, none in inference (eval mode); Llama's dropout
+    # probabilities are 0, which CUDA's F.dropout returns as is, without a kernel
+    def dropouts(cfg, mode):
+        df = graph.capture(_write(tmp_path, cfg), 1, 8, mode, use_cache=False)
+        return int(df[df.aten == "aten.native_dropout.default"]["count"].sum())
+    assert dropouts(TINY_GPT2, "training") > 0 and dropouts(TINY_GPT2, "inference") == 0
+    assert dropouts(TINY_LLAMA, "training") == 0
+
+
+def test_bert_pretraining_backward_starts_from_both_heads(tmp_path):
+    # BertForPreTraining returns prediction_logits and seq_relationship_logits (no 'logits'): the backward seeds
+    # both, so every forward GEMM has its two backward GEMMs
+    bert = {"architectures": ["BertForPreTraining"], "model_type": "bert", "hidden_size": 64, "num_attention_heads": 4,
+            "intermediate_size": 128, "num_hidden_layers": 2, "max_position_embeddings": 128, "vocab_size": 1000}
+    df = graph.capture(_write(tmp_path, bert), 2, 16, "training", use_cache=False)
+    gemm = df[df.op.isin(["bmm", "linear"])]
+    flops = (2 * gemm.B * gemm.M * gemm.N * gemm.K * gemm["count"]).groupby(gemm.phase).sum()
+    assert flops["fw"] > 0 and flops["bw"] == 2 * flops["fw"]
+
+
+@pytest.mark.parametrize("batch, capacity, tokens_per_expert", [(1, 8, 3), (2, 2, 4)])
+def test_switch_experts_take_an_even_share_up_to_their_capacity(tmp_path, batch, capacity, tokens_per_expert):
+    # 10 tokens per sequence over 4 experts: ceil(10 / 4) = 3 each; batch 2 (20 tokens, 5 each) with capacity
+    # 2 per sequence: at most 2 * 2 = 4. Dense blocks' MLPs see every token (10 * batch)
+    df = graph.capture(_write(tmp_path, dict(TINY_SWITCH, expert_capacity=capacity)), batch, 10, "inference",
+                       use_cache=False)
+    wi = df[(df.op == "linear") & (df.N == TINY_SWITCH["d_model"]) & (df.K == TINY_SWITCH["d_ff"])]
+    # per stack: 3 sparse blocks x 4 experts, 3 dense blocks
+    assert wi.groupby("M")["count"].sum().to_dict() == {tokens_per_expert: 2 * 3 * 4, 10 * batch: 2 * 3}
+
+
+def test_switch_decoder_runs_as_long_a_sequence_as_the_encoder(tmp_path):
+    # decoder self- and cross-attention scores [B*h, s, d] @ [B*h, d, s], context [B*h, s, s] @ [B*h, s, d], s = 10
+    df = graph.capture(_write(tmp_path, TINY_SWITCH), 1, 10, "inference", use_cache=False)
+    dec = df[(df.op == "bmm") & (df["stack"] == 1)]
+    d = TINY_SWITCH["d_kv"]
+    assert dec.groupby(["M", "N", "K"])["count"].sum().to_dict() == {(10, d, 10): 2 * 6, (10, 10, d): 2 * 6}
+
+
+def test_tensor_info_counts_the_storage_behind_a_tensor():
+    import torch
+    from lib.graph_capture import _tensor_info
+    assert _tensor_info(torch.zeros(4).expand(3, 4)) == ((3, 4), 16, "float32")   # an expanded view: 4 floats
+    assert _tensor_info(torch.zeros(10, dtype=torch.int64)[:2]) == ((2,), 16, "int64")   # a slice: its own 2
+
+
+def test_recorder_answers_item_on_meta_with_the_nominal_case():
+    # `.item()` has no value on meta: True for masks (e.g. `(mask == 1).all()`), 0 for counts and sums
+    import torch
+    from lib.graph_capture import Recorder
+    with Recorder() as rec:
+        assert torch.ones(3, dtype=torch.bool, device="meta").all().item() is True
+        assert torch.ones(3, device="meta").sum().item() == 0.0
+        assert torch.ones(3, dtype=torch.long, device="meta").sum().item() == 0
+    assert rec.records and all(r["layer"] == "prologue" for r in rec.records)
+
+
+def test_as_measured_puts_back_what_it_replaced():
+    # after a capture (or an error inside one) the process's dropout and the transformers attention are upstream's
+    import torch
+    from lib.graph_capture import MEASURED_ATTENTION, _attention_module, as_measured
+    module = _attention_module("gpt2")
+    upstream, dropout = module.eager_attention_forward, torch.nn.functional.dropout
+    with pytest.raises(RuntimeError, match="inside"):
+        with as_measured("gpt2"):
+            assert module.eager_attention_forward is MEASURED_ATTENTION["gpt2"]
+            assert torch.nn.functional.dropout is not dropout
+            raise RuntimeError("inside")
+    assert module.eager_attention_forward is upstream and torch.nn.functional.dropout is dropout
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_gpt2_attention_runs_the_4x_kernels_between_scores_and_softmax(tmp_path, mode):
+    # transformers 4.x GPT2Attention._attn: scores / full([]) (the scale), where(causal mask, scores, full([])
+    # (finfo.min)), softmax; its causal mask was a slice of a buffer, so no kernel makes one (torch.empty here)
+    df = graph.capture(_write(tmp_path, TINY_GPT2), 2, 8, mode, use_cache=False)
+    fw = df[(df.layer == "layer") & (df.phase == "fw")].aten.tolist()
+    start = fw.index("aten.bmm.default")
+    assert fw[start:fw.index("aten._softmax.default") + 1] == [
+        "aten.bmm.default", "aten.full.default", "aten.div.Tensor", "aten.full.default", "aten.where.self",
+        "aten._softmax.default"]

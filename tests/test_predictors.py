@@ -694,3 +694,140 @@ def test_model_inputs_give_the_bound_per_sm():
     assert t["bound_gflops_per_sm"].tolist() == [100.0] and t["gflop_per_tile"].tolist() == [3.0]
     from lib.devices import TRAIN_GPUS_NVIDIA
     assert t["device_idx"].tolist() == [TRAIN_GPUS_NVIDIA.index("Tesla T4")]
+
+
+def test_cache_names_by_hand():
+    # the committed weights (figures/predictors/) are found by these names: neither fold without a GPU adds a suffix,
+    # a GPU is named by the last 12 letters and digits of its name
+    cfg = P.make_config({"layers": 4, "width": 128})[0]
+    assert P._cache_name("BMM", cfg, "shapes") == P._cache_name("BMM", cfg, "none") == "neusight-BMM-4x128"
+    assert P._cache_name("BMM", cfg, "largest") == "neusight-BMM-4x128-largest"
+    assert P._cache_name("BMM", cfg, "Tesla V100-PCIE-32GB") == "neusight-BMM-4x128-logoV100PCIE32GB"
+    assert P._cache_name("BMM", cfg, "none", "isolated", "Tesla P4") == "neusight-BMM-4x128-t0-withoutTeslaP4"
+
+
+def test_each_config_field_that_shapes_a_model_moves_its_key(monkeypatch):
+    # configs that train different models get different keys, also where their file names agree (validation
+    # 'shapes' and 'none'; another max_rows) and where only the name tells them apart (held_out_gpu)
+    from lib import train
+
+    def key_of(cfg):
+        seen = []
+
+        def stop(name, key, build, weights=True):
+            seen.append(key)
+            raise StopIteration
+        with monkeypatch.context() as m:
+            m.setattr(train, "cached", stop)
+            with pytest.raises(StopIteration):
+                P.train_predictor("LN", cfg)
+        return seen[0]
+    none = {**TINY, "validation": "none"}
+    configs = [TINY, none, {**TINY, "max_rows": 1000}, {**none, "held_out_gpu": "Tesla P4"}, {**TINY, "seed": 1},
+               {**TINY, "device_factors": True}, {**TINY, "features": P.FEATURES[:4]}]
+    assert len({key_of(c) for c in configs}) == len(configs)
+
+
+def test_inputs_are_standardized_on_the_rows_the_model_learned_from(tmp_path, monkeypatch):
+    # a LOGO fold's model never sees its GPU: mean, std and the clipping range come from the other GPUs' rows alone,
+    # and predict standardizes with them (the learned rows come out with mean 0 and std 1 per input)
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    gpu = "Tesla P4"
+    p = P.train_predictor("LN", {**TINY, "validation": gpu})
+    feat = P.training_table("LN", TINY["max_rows"])
+    learned = feat[feat["device"] != gpu]
+    x = P.model_inputs(learned, "LN", p.features)
+    assert np.allclose(p.lo, x.min(axis=0)) and np.allclose(p.hi, x.max(axis=0))
+    z = p.inputs(learned)
+    assert np.allclose(z.mean(axis=0), 0, atol=1e-4) and np.allclose(z.std(axis=0), 1, atol=1e-3)
+    # EW's one-hot inputs go in as they are (mean 0, std 1)
+    ew = P.train_predictor("EW", TINY)
+    onehot = np.array([n.startswith("op_") for n in P.input_names("EW", ew.features)])
+    assert onehot.sum() > 1 and (ew.mean[onehot] == 0).all() and (ew.std[onehot] == 1).all()
+    rows = P.training_table("EW", 200)
+    assert np.array_equal(ew.inputs(rows)[:, onehot], P.model_inputs(rows, "EW", ew.features)[:, onehot])
+
+
+def test_a_constant_input_is_not_divided_by_its_zero_spread(monkeypatch):
+    # an input equal on every training row has std 0: it is left unscaled (std 1), so training stays finite
+    real = P.training_table
+    monkeypatch.setattr(P, "training_table", lambda op_class, max_rows=None, seed=0:
+                        real(op_class, max_rows, seed).assign(f_l2=0.5))
+    names = P.input_names("LN")
+    state, info = P._fit_state("LN", P.make_config(TINY)[0], 300, P.FEATURES, names, "none", 0, None, None)
+    assert state["std"][names.index("f_l2")] == 1.0
+    assert all(torch.isfinite(v).all() for v in state["model"].values())
+
+
+def test_best_epoch_counts_epochs_from_one(monkeypatch):
+    # validation losses 3, 1, 2: the best is epoch 2; without a validation loss (all NaN) it is the last epoch
+    from lib import train
+    for losses, best in (([3.0, 1.0, 2.0], 2), ([math.nan] * 3, 3)):
+        monkeypatch.setattr(train, "fit", lambda *a, losses=losses, **kw: {
+            "history": [{"val_loss": v} for v in losses], "epochs_run": 3, "best_val_loss": min(losses)})
+        _, info = P._fit_state("LN", P.make_config(TINY)[0], 200, P.FEATURES, P.input_names("LN"), "shapes", 0,
+                               None, None)
+        assert info["best_epoch"] == best
+
+
+def test_get_predictor_tells_an_ensemble_from_its_first_member(monkeypatch):
+    monkeypatch.setattr(P, "_LOADED", {})
+    monkeypatch.setattr(P, "train_predictor", lambda op_class, cfg: object())
+    one = P.get_predictor("LN", TINY)
+    assert P.get_predictor("LN", dict(TINY)) is one                      # loaded once per process
+    assert P.get_predictor("LN", {**TINY, "ensemble": 2}) is not one     # the average of two seeds is another model
+
+
+def test_ensemble_info_by_hand(monkeypatch):
+    # three members: seconds summed (1 + 2 + 3), best epoch their median (1, 2, 6 -> 2, not the mean 3), cached only
+    # if every member was
+    real = P.train_predictor
+
+    def member(op_class, cfg, force=False):
+        if cfg.get("ensemble", 1) != 1:
+            return real(op_class, cfg, force)
+        s = cfg["seed"]
+        return P.NeuSightPredictor(op_class, None, (), None, None, None, None, None,
+                                   {"train_seconds": 1.0 + s, "best_epoch": [1, 2, 6][s], "cached": s != 1})
+    monkeypatch.setattr(P, "train_predictor", member)
+    ens = P.train_predictor("LN", {**TINY, "ensemble": 3})
+    assert (ens.info["train_seconds"], ens.info["best_epoch"], ens.info["cached"]) == (6.0, 2.0, False)
+    assert len(ens.members) == 2 and ens.info["ensemble"] == 3
+
+
+def test_every_training_gpu_gets_the_known_gpu_model_and_its_floor(monkeypatch):
+    # stand-in predictors: the known-GPU one an ensemble whose members learned efficiencies (P4: 2 and 4;
+    # A100: 1 and 0.5), the unseen-GPU one without factors (e = 1)
+    from types import SimpleNamespace
+
+    def model(effs):
+        m = P.UtilizationMLP(5, 1, 4, n_devices=5)
+        with torch.no_grad():
+            m.log_eff.copy_(torch.log(torch.tensor(effs)))
+        m.trained[:] = True
+        return m
+    known = SimpleNamespace(model=model([2.0, 1, 1, 1, 1]), predict=lambda f: np.full(len(f), 1.0),
+                            members=(SimpleNamespace(model=model([4.0, 1, 1, 1, 0.5])),))
+    unseen = SimpleNamespace(model=P.UtilizationMLP(5, 1, 4), members=(), predict=lambda f: np.full(len(f), 2.0))
+    monkeypatch.setattr(P, "get_predictor", lambda op_class, cfg: known if cfg is P.KNOWN_CONFIGS[op_class] else unseen)
+    feat = pd.DataFrame({"op": "ln", "device": [*P.TRAIN_GPUS_NVIDIA, "NVIDIA H100 80GB HBM3"], "roofline_ms": 8.0})
+    assert P.predict_featured(feat).tolist() == [1.0] * 5 + [2.0]      # P4 (index 0) is a training GPU too
+    # floor = roofline / the largest member efficiency: P4 8 / 4, A100 8 / max(1, 0.5), the others 8 / 1
+    assert P.forecast_floor_ms(feat).tolist() == [2.0, 8.0, 8.0, 8.0, 8.0, 8.0]
+
+
+def test_training_table_subsample_follows_the_seed():
+    # max_rows draws a seeded subsample: the same seed the same rows, another seed other rows
+    cols = ["device", "op", "B", "H"]
+    a, b = (P.training_table("LN", 100, seed=s)[cols] for s in (0, 1))
+    assert a.equals(P.training_table("LN", 100, seed=0)[cols]) and not a.equals(b)
+
+
+def test_shape_groups_by_hand():
+    # one group per (op, shape) across GPUs: B and H both tell vector shapes apart, and NaN dims match NaN dims
+    nan = math.nan
+    df = pd.DataFrame({"op": ["ln", "ln", "ln", "ln", "linear"], "device": ["a", "b", "a", "a", "a"],
+                       "B": [4, 4, 4, 8, 4.0], "M": [nan, nan, nan, nan, 2], "N": [nan, nan, nan, nan, 3],
+                       "K": [nan, nan, nan, nan, 5], "H": [16, 16, 32, 16, nan]})
+    g = P.shape_groups(df)
+    assert g[0] == g[1] and len(set(g)) == 4

@@ -278,3 +278,36 @@ def test_no_gpu_and_bad_budget_are_one_line_errors(monkeypatch, tmp_path, capsys
     with pytest.raises(SystemExit) as e:
         PA.main(["--params", str(smoke), "--budget-s", "0"])
     assert e.value.code == 2 and "--budget-s must be positive" in capsys.readouterr().err
+
+
+def test_the_budget_counts_from_the_start_of_the_run(monkeypatch, tmp_path):
+    # a monotonic clock starts anywhere: the kernels' share ends KERNEL_SHARE * budget after the run starts, not at that
+    # reading of the clock; and a setting may still start when exactly the budget has gone by (nothing starts after it)
+    run = FakeRun(monkeypatch, tmp_path, model_s=35.0)
+    run.now = 1000.0
+    out = PA.profile_all(run.params, budget_s=100, clock=run.clock)
+    assert [c[1] for c in run.ran("collect")] == [pytest.approx(50 / 3), 20, 30]
+    # settings start 30, 65 and 100 s into the run
+    assert len(run.ran("measure")) == 3 and out["skipped"] == []
+
+
+def test_the_archive_keeps_the_folder_path_within_the_repository(monkeypatch, tmp_path):
+    # build/measured packs as build/measured/...: unpacked at the repository root it lands where it was measured
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    folder = tmp_path / "build" / "measured" / "NVIDIA_X"
+    folder.mkdir(parents=True)
+    (folder / "bmm.csv").write_text("OPName,Latency\n")
+    with tarfile.open(PA.archive(tmp_path / "build" / "measured", tmp_path / "m.tgz")) as tar:
+        assert "build/measured/NVIDIA_X/bmm.csv" in tar.getnames()
+
+
+def test_the_command_puts_back_the_sigterm_handler_it_found(monkeypatch, tmp_path):
+    run = FakeRun(monkeypatch, tmp_path)
+    params = run.params_file(tmp_path)
+    mine = lambda signum, frame: None   # noqa: E731  a caller's own handler
+    before = signal.signal(signal.SIGTERM, mine)
+    try:
+        assert PA.main(["--params", str(params)]) == 0
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -66,12 +66,15 @@ def test_footprint_bytes():
     assert P.footprint_bytes("linear", (1, 3, 4, 5)) == 4 * (12 + 20 + 5 + 15)
     assert P.footprint_bytes("add", (10, 10)) == 4 * 300
     assert P.footprint_bytes("relu", (10, 10)) == 4 * 200
+    for op in ("mul", "div", "pow"):   # every binary op reads two tensors and writes one
+        assert P.footprint_bytes(op, (10, 10)) == 4 * 300, op
 
 
 def test_fastest_mean():
     assert P.fastest_mean([5.0, 1.0, 3.0, 2.0]) == pytest.approx(1.5)   # fastest 2 of 4
     assert P.fastest_mean([4.0, 1.0, 3.0]) == pytest.approx(2.0)        # ceil(1.5) = 2
     assert P.fastest_mean([7.0]) == 7.0
+    assert P.fastest_mean([float(t) for t in range(10, 0, -1)]) == pytest.approx(3.0)   # fastest half of 10: 1..5
 
 
 def _trace():
@@ -109,7 +112,8 @@ def test_kernels_by_label_and_columns():
     assert cols["Kernel Name"] == "long" and cols["Warps per SM"] == 4
 
 
-@pytest.mark.parametrize("later_ms, calls, latency_ms", [(1.0, 1 + 1 + 10 + 30, 1.0), (60.0, 1 + 1 + 2 + 6, 60.0)])
+@pytest.mark.parametrize("later_ms, calls, latency_ms", [(1.0, 1 + 1 + 10 + 30, 1.0), (60.0, 1 + 1 + 2 + 6, 60.0),
+                                                         (50.0, 1 + 1 + 10 + 30, 50.0)])   # at SLOW_MS: not slower
 def test_time_op_decides_on_the_second_call(monkeypatch, later_ms, calls, latency_ms):
     # a fake GPU clock: the first call costs 500 ms (kernel loading, cuBLAS set-up), the later ones later_ms;
     # only a slow *second* call cuts the run to 2 warm-up and 6 timed calls (SLOW_MS = 50)
@@ -133,3 +137,52 @@ def test_time_op_decides_on_the_second_call(monkeypatch, later_ms, calls, latenc
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     assert P.time_op(fn, warmup=10, repeat=30) == latency_ms
     assert n[0] == calls
+
+
+def test_read_dims_skips_comment_lines(tmp_path):
+    # '#' lines are notes, not shapes
+    f = tmp_path / "d.csv"
+    f.write_text("B;H\n# shapes of a test\n4;8\n  # more\n2;3\n")
+    assert P.read_dims(f, P.VEC_DIMS) == [(4, 8), (2, 3)]
+
+
+def test_op_values_by_hand():
+    # the scalar ops apply SCALAR as documented (x / 1.5, x ** 1.5), to the same x as relu (x in [0, 1): relu(x) == x)
+    x = P.build_op("relu", (3, 6), seed=2)()
+    assert torch.allclose(P.build_op("divu", (3, 6), seed=2)(), x / P.SCALAR)
+    assert torch.allclose(P.build_op("mulu", (3, 6), seed=2)(), x * P.SCALAR)
+    assert torch.allclose(P.build_op("powu", (3, 6), seed=2)(), torch.pow(x, P.SCALAR))
+    # the second operand of the binary ops lies in [0.5, 1.5): x / y stays below 2 (no division by ~0)
+    assert (P.build_op("div", (64, 64))() < 2).all()
+    # linear is Linear(N, K) with bias: the same layer (same global seed) on the same input by hand
+    torch.manual_seed(0)
+    out = P.build_op("linear", (2, 3, 4, 5), seed=7)()
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(4, 5, bias=True)
+    x = torch.rand(2, 3, 4, generator=torch.Generator().manual_seed(7))
+    assert torch.allclose(out, ref(x))
+
+
+def test_kernels_by_label_orders_by_time_and_sees_driver_launches():
+    # kernel events come in any order (launch order is their start time); a driver-API launch (cuLaunchKernel)
+    # counts like a runtime one; a launch at the range's very start belongs to it
+    ev = [{"cat": "user_annotation", "name": "lib.profile:0", "ts": 0, "dur": 10},
+          {"cat": "cuda_driver", "name": "cuLaunchKernel", "ts": 0, "args": {"correlation": 7}},
+          {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 4, "args": {"correlation": 8}},
+          {"cat": "kernel", "name": "second", "ts": 200, "dur": 1, "args": {"correlation": 8}},
+          {"cat": "kernel", "name": "first", "ts": 100, "dur": 1, "args": {"correlation": 7}}]
+    found = P.kernels_by_label({"traceEvents": ev})
+    assert [k["name"] for k in found["lib.profile:0"]] == ["first", "second"]
+    assert P.kernel_columns(found["lib.profile:0"], 1)["Kernels"] == ";first;second"
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_profile_kernels_gives_each_call_its_own_label(monkeypatch):
+    # call i runs inside record_function(LABEL + i) and gets the kernels found under that label (on CPU: the
+    # profiler's annotations stand in for kernels, named after their label)
+    real = P.kernels_by_label
+    monkeypatch.setattr(P, "kernels_by_label", lambda trace: {n: [{"name": n, "dur": 1}] for n in real(trace)})
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    calls = [lambda: torch.ones(3) + 1, lambda: torch.ones(4) * 2, lambda: torch.zeros(2)]
+    cols = P.profile_kernels(calls, num_sm=1)
+    assert [c["Kernel Name"] for c in cols] == [f"{P.LABEL}{i}" for i in range(3)]

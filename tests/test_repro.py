@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -74,3 +75,47 @@ def test_with_committed_weights_the_verdict_says_make_figures_loads_them(tmp_pat
     assert repro.main([]) == 1
     assert capsys.readouterr().out.splitlines()[-1].startswith(
         "this machine trains other weights: `make figures` here loads the committed ones (figures/predictors/)")
+
+
+def test_scores_by_hand(monkeypatch):
+    # two held-out-shape rows (in_dist) and two rows of GPUs never trained on (ood), spec-only tiles, batched matmul
+    from lib import data, kernels
+    table = pd.DataFrame({"split": ["test_id", "test_ood", "test_id", "test_ood"], "latency_ms": [1.0, 2.0, 4.0, 5.0],
+                          "device": ["Tesla T4", "NVIDIA H100 80GB HBM3", "Tesla T4", "NVIDIA H100 80GB HBM3"]})
+    asked = []
+    monkeypatch.setattr(data, "load_kernels", lambda **kw: asked.append(kw) or table)
+
+    def predict(df, method, tiles, cfg_by_class):
+        asked.append({"method": method, "tiles": tiles, "cfg": cfg_by_class})
+        return np.array([1.1, 3.0, 3.0, 5.0])
+    monkeypatch.setattr(kernels, "predict_by_device", predict)
+    scores = repro.score_bmm_predictor({"BMM": {"layers": 1}})
+    # in_dist: |1.1 - 1| / 1 = 10 %, |3 - 4| / 4 = 25 % -> 17.5; ood: 50 %, 0 % -> 25
+    assert scores == {"in_dist_mape": pytest.approx(17.5), "ood_mape": pytest.approx(25.0)}
+    assert asked == [{"ops": "BMM", "splits": ["test_id", "test_ood"]},
+                     {"method": "neusight", "tiles": "spec", "cfg": {"BMM": {"layers": 1}}}]
+
+
+def test_check_needs_both_scores_to_match(monkeypatch):
+    monkeypatch.setattr(repro, "reference_scores", lambda: {"in_dist_mape": 17.85, "ood_mape": 14.03})
+    monkeypatch.setattr(repro, "score_bmm_predictor", lambda cfg: {"in_dist_mape": 17.8512, "ood_mape": 14.2})
+    same, table = repro.check()
+    assert not same and table["same"].tolist() == [True, False]
+    monkeypatch.setattr(repro, "score_bmm_predictor", lambda cfg: {"in_dist_mape": 17.8512, "ood_mape": 14.0349})
+    assert repro.check()[0]
+
+
+def test_two_committed_rows_are_an_error(tmp_path):
+    # the table must name the model once: two rows would leave the reference ambiguous
+    committed = pd.read_csv(paths.ROOT / "figures" / "tables" / "predictor_scaling.csv")
+    row = committed[committed.predictor == repro.REFERENCE_ROW]
+    pd.concat([committed, row]).to_csv(tmp_path / "predictor_scaling.csv", index=False)
+    with pytest.raises(ValueError, match="expected one row 'NeuSight \\(spec tiles\\)', found 2"):
+        repro.reference_scores(tmp_path)
+
+
+def test_a_bad_committed_table_is_one_line(monkeypatch, capsys):
+    # lib.repro's exit status 2 on an error (a missing or malformed committed table): one line, no traceback
+    monkeypatch.setattr(repro, "check", lambda cfg: (_ for _ in ()).throw(ValueError("predictor_scaling.csv: no row")))
+    assert repro.main([]) == 2
+    assert capsys.readouterr().err == "error: predictor_scaling.csv: no row\n"
