@@ -614,22 +614,27 @@ def test_the_direct_key_reads_the_lib_code_that_trains_a_direct_model(monkeypatc
     assert keys[0] != keys[1]
 
 
+def _training_key(monkeypatch, cfg) -> str:
+    """The cache key train_predictor builds for a layernorm model of cfg: built before any training, captured, stopped."""
+    from lib import train
+    P._code_text.cache_clear()
+    seen = []
+
+    def stop(name, key, build, weights=True):
+        seen.append(key)
+        raise StopIteration
+    with monkeypatch.context() as m:
+        m.setattr(train, "cached", stop)
+        with pytest.raises(StopIteration):
+            P.train_predictor("LN", cfg)
+    return seen[0]
+
+
 def test_a_module_constant_that_training_reads_changes_the_key(monkeypatch):
-    # the key is built before any training: capture it and stop
-    from lib import train, utilization
+    from lib import utilization
 
     def key_of():
-        P._code_text.cache_clear()
-        seen = []
-
-        def stop(name, key, build, weights=True):
-            seen.append(key)
-            raise StopIteration
-        with monkeypatch.context() as m:
-            m.setattr(train, "cached", stop)
-            with pytest.raises(StopIteration):
-                P.train_predictor("LN", TINY)
-        return seen[0]
+        return _training_key(monkeypatch, TINY)
     base = key_of()
     assert key_of() == base
     monkeypatch.setattr(P, "SHAPE_COLS", ("op", "B", "M", "N", "K"))         # validation groups
@@ -709,19 +714,8 @@ def test_cache_names_by_hand():
 def test_each_config_field_that_shapes_a_model_moves_its_key(monkeypatch):
     # configs that train different models get different keys, also where their file names agree (validation
     # 'shapes' and 'none'; another max_rows) and where only the name tells them apart (held_out_gpu)
-    from lib import train
-
     def key_of(cfg):
-        seen = []
-
-        def stop(name, key, build, weights=True):
-            seen.append(key)
-            raise StopIteration
-        with monkeypatch.context() as m:
-            m.setattr(train, "cached", stop)
-            with pytest.raises(StopIteration):
-                P.train_predictor("LN", cfg)
-        return seen[0]
+        return _training_key(monkeypatch, cfg)
     none = {**TINY, "validation": "none"}
     configs = [TINY, none, {**TINY, "max_rows": 1000}, {**none, "held_out_gpu": "Tesla P4"}, {**TINY, "seed": 1},
                {**TINY, "device_factors": True}, {**TINY, "features": P.FEATURES[:4]}]
