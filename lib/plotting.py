@@ -37,6 +37,11 @@ def device_colors(names) -> dict:
     return {n: DEVICE_COLORS.get(n, _GREY) for n in names}
 
 
+def short_gpu_name(name: str) -> str:
+    """A GPU's name for a crowded axis: without the vendor's 'NVIDIA ' or 'Tesla ' (notebooks 04 and 05)."""
+    return name.replace("NVIDIA ", "").replace("Tesla ", "")
+
+
 def save_figure(fig, name: str, show: bool = True) -> str:
     """Save `fig` as figures/<name>.png (and show it inline in a notebook); returns the path."""
     paths.FIGURES.mkdir(parents=True, exist_ok=True)

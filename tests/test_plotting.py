@@ -1,9 +1,9 @@
-"""lib.plotting: one colour per GPU and per kernel class across every figure."""
+"""lib.plotting: one colour per GPU and per kernel class across every figure, and short GPU names."""
 from lib import paths
 from lib.calibration import CLASSES
 from lib.data import load_kernels
 from lib.devices import load_device
-from lib.plotting import CLASS_COLORS, DEVICE_COLORS, device_colors
+from lib.plotting import CLASS_COLORS, DEVICE_COLORS, device_colors, short_gpu_name
 
 
 def test_every_gpu_of_the_figures_has_its_own_colour():
@@ -82,3 +82,9 @@ def test_save_table_writes_no_index_and_four_significant_digits(tmp_path, monkey
     monkeypatch.setattr(paths, "TABLES", tmp_path)
     out = plotting.save_table(pd.DataFrame({"a": [1.23456]}, index=[7]), "t")
     assert open(out).read() == "a\n1.235\n"
+
+
+def test_short_gpu_name_drops_the_vendor_prefix_only():
+    assert short_gpu_name("NVIDIA A100 80GB PCIe") == "A100 80GB PCIe"
+    assert short_gpu_name("Tesla V100-PCIE-32GB") == "V100-PCIE-32GB"
+    assert short_gpu_name("AMD Instinct MI300X") == "AMD Instinct MI300X"
