@@ -148,3 +148,15 @@ def flat_pairs(pairs: pd.DataFrame, op_class: str = "BMM") -> pd.DataFrame:
     tiles = [gemm_tile_from_name(k) or (np.nan, np.nan) for k in flat.get("kernel_name", [None] * len(flat))]
     on_dim = [t[0] if d == "M" else t[1] if d == "K" else np.nan for t, d in zip(tiles, flat["dim"])]
     return flat.assign(size=np.array(size, dtype=float), tile_on_dim=np.array(on_dim, dtype=float))
+
+
+# Per GPU of flat_pairs' table: how many flat pairs double an M or K of `narrow` (64), and of those the share whose
+# single shape ran a tile of at least 2 x narrow on that dimension, i.e. tiles at most half filled:
+#     wide_share = #(tile_on_dim >= 2 narrow) / #(dim in {M, K} and size == narrow)
+def flat_tile_table(flat: pd.DataFrame, narrow: int = 64) -> pd.DataFrame:
+    """Per GPU of flat_pairs' table: flat pairs, those doubling an M or K of `narrow`, and the share of these whose single
+    shape ran a tile of at least 2 x narrow on that dimension (NaN where none doubles one; notebook 04)."""
+    at = flat["dim"].isin(["M", "K"]) & (flat["size"] == narrow)
+    t = flat.assign(at_narrow=at, wide=(flat["tile_on_dim"] >= 2 * narrow).where(at))
+    return t.groupby("device").agg(flat_pairs=("dim", "size"), narrow_pairs=("at_narrow", "sum"),
+                                   wide_share=("wide", "mean")).reset_index()

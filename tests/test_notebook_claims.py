@@ -905,8 +905,12 @@ def test_05_seed_spread():
     inf_below, train_below = below_paper("inference"), below_paper("training")
     assert inf_below == inf["seeds"] and 0 < train_below < train["seeds"]
     says(NB05, f"above the 5% target on every seed; below the paper's {inf['paper_pct']:.1f} for inference on every seed, "
-               f"but below its {train['paper_pct']:.1f} for training on {WORDS[train_below]} "
+               f"but below its {train['paper_pct']:.2f} for training on {WORDS[train_below]} "
                f"seed{'' if train_below == 1 else 's'} of {n} only")
+    train_seeds = seeds_of("training")
+    below = train_seeds[train_seeds < train["paper_pct"]].sort_values(ascending=False)
+    says(NB05, f"only ({and_list(f'{v:.2f}' for v in below)}, the first by a hair)")
+    assert train["paper_pct"] - below.iloc[0] < 0.05                                       # "by a hair"
     # where the committed (first) seed ranks: the number of seeds with a higher mean APE
     rank = {0: "the highest", 1: "the second highest", 2: "the third highest", 3: "the fourth highest", 4: "the lowest"}
     above_first = {k: int((seeds_of(k) > seeds_of(k).iloc[0]).sum()) for k in ("inference", "training")}
@@ -1145,6 +1149,14 @@ def test_04_doubling_reading():
     says(NB04, f"the forecast still says {bmm.flat_forecast_median:.2f} times (median over the pooled pairs of every GPU")
     says(NB04, f"it is forecast at a median {bmm.flat_single_bias:.2f} of its measured time, the doubled one at "
                f"{bmm.flat_doubled_bias:.2f}")
+    flat = table("04-doubling-flat").set_index("device")
+    assert flat["flat_pairs"].sum() == bmm.flat_pairs
+    assert flat["narrow_pairs"].sum() > bmm.flat_pairs / 2                   # "most of them doubling an M or K of 64"
+    # "On the A100s and the P100 nearly every single shape of those pairs ran a tile of at least 128"
+    assert (flat.loc[[A100_40, A100_80, "Tesla P100-PCIE-16GB"], "wide_share"] >= 0.95).all()
+    # "On T4 the 64-wide single shapes ran 64-wide tiles, and its flat pairs are of other kinds"
+    t4 = flat.loc["Tesla T4"]
+    assert t4.wide_share == 0 and t4.narrow_pairs < t4.flat_pairs / 2
 
 
 def test_05_narrow_bmm_reading():

@@ -877,6 +877,10 @@ def test_doubling_on_the_grid():
     say(f"{100 * bmm.flat_pairs / bmm.pairs:.1f}% of the BMM pairs cost less than 1.1 times as much measured when "
         f"doubled")
     say(f"the single shape is forecast at a median {bmm.flat_single_bias:.2f} of its measured time")
+    # "mostly a dimension of 64 doubled to fill a 128-wide tile the single shape ran half empty"
+    flat = table("04-doubling-flat")
+    assert flat["flat_pairs"].sum() == bmm.flat_pairs
+    assert (flat["narrow_pairs"] * flat["wide_share"].fillna(0)).sum() > bmm.flat_pairs / 2
     narrow = table("e2e_matched_narrow_bmm")
     narrow = narrow[narrow["nodes"].str.startswith("BMM, at most")].set_index("device")["kernel_over_pred"]
     biased = narrow[["NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB"]]

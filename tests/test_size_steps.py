@@ -129,3 +129,14 @@ def test_flat_pairs_by_hand():
     # a cuBLAS name gives the tile column-major, K first: 128x64 covers K with 128 and M with 64
     wide = S.flat_pairs(pairs.iloc[:2].assign(kernel_name="ampere_sgemm_128x64_nn"))
     assert wide["dim"].tolist() == ["M", "K"] and wide["tile_on_dim"].tolist() == [64, 128]
+
+
+def test_flat_tile_table_by_hand():
+    # A100: three flat pairs, two doubling a 64 of M or K (tiles on it 128 and 64: half wide), one doubling B;
+    # T4: one doubling a K of 128 (not 64), so no share
+    flat = pd.DataFrame({"device": ["A100", "A100", "A100", "T4"], "dim": ["M", "K", "B", "K"],
+                         "size": [64.0, 64.0, 64.0, 128.0], "tile_on_dim": [128.0, 64.0, np.nan, 256.0]})
+    t = S.flat_tile_table(flat).set_index("device")
+    assert t.loc["A100", ["flat_pairs", "narrow_pairs", "wide_share"]].tolist() == [3, 2, 0.5]
+    assert (t.loc["T4", "flat_pairs"], t.loc["T4", "narrow_pairs"]) == (1, 0) and np.isnan(t.loc["T4", "wide_share"])
+    assert S.flat_tile_table(flat, narrow=128).set_index("device").loc["T4", "wide_share"] == 1.0
