@@ -308,12 +308,13 @@ def default_config(op_class: str, known_gpu: bool, seed: int = 0) -> dict:
 # as num_waves * num_sm >= num_tiles, flops_per_tile = flops / num_tiles and 0 < utilization < 1
 # (alpha, beta / alpha: sigmoids; num_waves >= 1); a fixed time per kernel (lib.overhead) only adds.
 def forecast_floor_ms(feat: pd.DataFrame, cfg_by_class: dict | None = None, seed: int = 0) -> np.ndarray:
-    """Per row of a table with roofline_ms and device: roofline_ms / e, below any predict_featured forecast (lib.envelope)."""
+    """Per row of a table with roofline_ms and device: roofline_ms / e, below any predict_featured forecast; NaN for an
+    op of no class, as predict_featured gives (lib.envelope)."""
     cfg_by_class = cfg_by_class or {}
     out = np.full(len(feat), np.nan)
     cls = op_class_of(feat["op"])
     idx = device_index(feat["device"])
-    for op_class in np.unique(cls):
+    for op_class in set(np.unique(cls)) & set(OP_CLASSES):
         for i in np.unique(idx[cls == op_class]):
             rows = (cls == op_class) & (idx == i)
             p = get_predictor(op_class, cfg_by_class.get(op_class) or default_config(op_class, i >= 0, seed))

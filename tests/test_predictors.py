@@ -808,6 +808,10 @@ def test_every_training_gpu_gets_the_known_gpu_model_and_its_floor(monkeypatch):
     assert P.predict_featured(feat).tolist() == [1.0] * 5 + [2.0]      # P4 (index 0) is a training GPU too
     # floor = roofline / the largest member efficiency: P4 8 / 4, A100 8 / max(1, 0.5), the others 8 / 1
     assert P.forecast_floor_ms(feat).tolist() == [2.0, 8.0, 8.0, 8.0, 8.0, 8.0]
+    # an op of no class: NaN in both, as the forecast gives it, instead of a KeyError from the floor
+    other = pd.concat([feat, feat.iloc[:1].assign(op="gather")], ignore_index=True)
+    assert np.isnan(P.predict_featured(other)[-1]) and np.isnan(P.forecast_floor_ms(other)[-1])
+    assert P.forecast_floor_ms(other)[:-1].tolist() == [2.0, 8.0, 8.0, 8.0, 8.0, 8.0]
 
 
 def test_training_table_subsample_follows_the_seed():
