@@ -165,7 +165,9 @@ def kernel_csvs(vendor: str = "nvidia") -> list[tuple[Path, str]]:
 def read_kernel_csv(path: Path) -> pd.DataFrame:
     """One dataset CSV, checked for the columns the table needs; tidy column names."""
     df = pd.read_csv(path)
-    needed = ["OPName", "Latency", "Device"]
+    # every column KEEP takes from the file; occupancy (Warps/Blocks per SM) is optional, AMD files lack it
+    needed = ["OPName", "Latency", "Device", "Kernel Name",
+              "Grid x", "Grid y", "Grid z", "Block x", "Block y", "Block z"]
     missing = [c for c in needed if c not in df.columns]
     if not missing and len(df):
         dims = GEMM_DIMS if df["OPName"].iloc[0] in ("bmm", "linear") else VEC_DIMS

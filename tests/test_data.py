@@ -47,10 +47,23 @@ def test_missing_data_folder_says_how_to_get_it(monkeypatch, tmp_path):
 
 def test_csv_without_expected_columns_names_them(tmp_path):
     p = tmp_path / "k.csv"
-    pd.DataFrame({"OPName": ["bmm"], "Latency": [1.0], "Device": ["Tesla T4"], "B": [1], "M": [2]}).to_csv(p, index=False)
+    launch = {"Kernel Name": ["k"], **{f"{c} {a}": [1] for c in ("Grid", "Block") for a in "xyz"}}
+    pd.DataFrame({"OPName": ["bmm"], "Latency": [1.0], "Device": ["Tesla T4"], **launch, "B": [1], "M": [2]}).to_csv(
+        p, index=False)
     with pytest.raises(data.DataError, match=r"k\.csv: missing column\(s\) N, K"):
         data.read_kernel_csv(p)
-    pd.DataFrame({"OPName": ["conv2"], "Latency": [1.0], "Device": ["x"], "B": [1], "H": [2]}).to_csv(p, index=False)
+    # the kernel name and launch grid, which the table keeps, are checked too (a bare KeyError before)
+    no_grid = {k: v for k, v in launch.items() if k not in ("Kernel Name", "Grid y")}
+    pd.DataFrame({"OPName": ["ln"], "Latency": [1.0], "Device": ["Tesla T4"], **no_grid, "B": [1], "H": [2]}).to_csv(
+        p, index=False)
+    with pytest.raises(data.DataError, match=r"k\.csv: missing column\(s\) Kernel Name, Grid y$"):
+        data.read_kernel_csv(p)
+    # occupancy is optional (AMD files have none)
+    pd.DataFrame({"OPName": ["ln"], "Latency": [1.0], "Device": ["Tesla T4"], **launch, "B": [1], "H": [2]}).to_csv(
+        p, index=False)
+    assert data.read_kernel_csv(p)["kernel_name"].tolist() == ["k"]
+    pd.DataFrame({"OPName": ["conv2"], "Latency": [1.0], "Device": ["x"], **launch, "B": [1], "H": [2]}).to_csv(
+        p, index=False)
     with pytest.raises(data.DataError, match="unknown OPName"):
         data.read_kernel_csv(p)
 
