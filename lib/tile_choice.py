@@ -29,7 +29,8 @@ FOREST_MIN_LEAF = 5
 def autotune_tiles(df: pd.DataFrame, predict_featured) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tile_m, tile_n, pred_ms) per GEMM row: the candidate with the lowest predicted latency.
 
-    predict_featured(feat) -> ms over a featured table (lib.predictors.predict_featured).
+    predict_featured(feat) -> ms over a featured table (lib.predictors.predict_featured). A row whose every
+    forecast is missing or not positive gets NaN (tile and ms): no forecast, rather than an infinite one.
     """
     n, c = len(df), len(CANDIDATES)
     # one table of n * c rows (every row with every candidate), predicted in one batched call;
@@ -41,7 +42,9 @@ def autotune_tiles(df: pd.DataFrame, predict_featured) -> tuple[np.ndarray, np.n
     pred = predict_featured(add_features(rep, tiles="given")).reshape(n, c)
     pred = np.where(np.isfinite(pred) & (pred > 0), pred, np.inf)
     best = np.argmin(pred, axis=1)
-    return CANDIDATES[best, 0], CANDIDATES[best, 1], pred[np.arange(n), best]
+    found = np.isfinite(pred[np.arange(n), best])
+    pick = lambda values: np.where(found, values, np.nan)
+    return pick(CANDIDATES[best, 0]), pick(CANDIDATES[best, 1]), pick(pred[np.arange(n), best])
 
 
 def classifier_inputs(df: pd.DataFrame) -> np.ndarray:

@@ -44,6 +44,17 @@ def test_autotune_skips_missing_and_nonpositive_forecasts():
     assert (tile_m.tolist(), tile_n.tolist(), pred_ms.tolist()) == ([64], [128], [3.0])
 
 
+def test_autotune_gives_nan_where_no_candidate_has_a_forecast():
+    # a row whose every candidate forecast is missing or not positive has no forecast (NaN), not an infinite one;
+    # the other row keeps its least positive forecast
+    spec = device_by_name("Tesla T4").spec_columns()
+    df = pd.DataFrame([{"op": "bmm", "B": 1.0, "M": m, "N": 32.0, "K": 128.0, "H": np.nan, **spec} for m in (64.0, 96.0)])
+    fake_ms = lambda f: np.where(f["M"] == 64, f["tile_m"].to_numpy(float), np.where(f["tile_m"] > 32, np.nan, -1.0))
+    tile_m, tile_n, pred_ms = autotune_tiles(df, fake_ms)
+    assert tile_m[0] == 32 and pred_ms[0] == 32
+    assert np.isnan(tile_m[1]) and np.isnan(tile_n[1]) and np.isnan(pred_ms[1])
+
+
 def test_oracle_tile_labels_by_hand():
     # index into CANDIDATES of the tile in the name (volta names: first number over K, second over M);
     # a tile that is no candidate, or a name without one, is -1 (left out of the classifier), not candidate 0
