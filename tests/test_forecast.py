@@ -26,6 +26,22 @@ def cli(*args):
                           text=True, cwd=paths.ROOT, timeout=900)   # a guard against hangs, not a speed test
 
 
+def test_every_dataset_config_forecasts_in_both_modes():
+    # issue 5's acceptance: every config of DLmodel_configs (the six labelled models and six others: BERT-Base,
+    # GPT-2 Medium and XL, GPT-3 6.7B and 13B, a one-layer OPT) forecasts on a GPU without labels, in both modes
+    configs = sorted(paths.MODEL_CONFIGS.glob("*.json"))
+    assert len(configs) >= 12, f"{paths.MODEL_CONFIGS}: expected the dataset's 12 model configs"
+    l4 = load_device(L4)
+    for config in configs:
+        inf, train = (forecast(config, l4, 1, 128, mode) for mode in ("inference", "training"))
+        for out in (inf, train):
+            assert np.isfinite(out["latency_ms"]) and out["forward_ms"] > 0 and out["kernels"] > 0, config.name
+            assert out["latency_ms"] == pytest.approx(out["forward_ms"] + out["backward_ms"]), config.name
+        assert inf["backward_ms"] == 0 and train["backward_ms"] > 0, config.name
+        # training runs the forward pass again (with dropout) plus the backward, so it takes longer and more kernels
+        assert train["latency_ms"] > inf["latency_ms"] and train["kernels"] > inf["kernels"], config.name
+
+
 def test_cli_answers_four_keys_for_l4():
     r = cli("--model", GPT2, "--device", L4, "--batch", 4, "--seq", 1024, "--mode", "inference",
             "--method", "roofline")

@@ -1181,6 +1181,12 @@ def test_05_narrow_bmm_reading():
     matched_a80 = table("e2e_matched_forecast").set_index(["device", "mode"]).loc[a80, "labels"]
     says(NB05, f"({WORDS[int(narrow.loc[a80, 'labels'])]} on the A100-80GB, where the section above counts "
                f"{WORDS[int(matched_a80)]} with any matched node)")
+    # "every narrow node has 64 output columns (BERT-Large, GPT-2 Large and OPT-1.3B)", on every GPU and mode
+    names = {"bert_large": "BERT-Large", "gpt2_large": "GPT-2 Large", "opt_13": "OPT-1.3B"}
+    columns = {c for cols in narrow["output_columns"].astype(str) for c in cols.split()}
+    models = sorted({m for ms in narrow["models"] for m in ms.split()}, key=list(names).index)
+    assert len(columns) == 1
+    says(NB05, f"every narrow node has {columns.pop()} output columns ({and_list(names[m] for m in models)})")
 
 
 def test_05_size_guard_trial():
