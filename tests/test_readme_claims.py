@@ -115,10 +115,9 @@ def test_make_figures_times_match_provenance():
     assert per["05"]["cold_s"] == prov["wall_s_per_notebook"]["05-end-to-end.ipynb"]   # ... which it says
     assert all(per[nb]["cold_s"] < 60 for nb in ("01", "02"))
     # a warm rerun's wall time varies by tens of seconds from run to run, so the README gives a range
-    warm_s = sum(prov["wall_s_per_notebook"].values())
-    if prov["machine"]["cpu_capability"].startswith("AVX512"):
+    warm_s, machine = sum(prov["wall_s_per_notebook"].values()), prov["machine"]
+    if machine["cpu_capability"].startswith("AVX512"):
         assert 4.5 <= warm_s / 60 < 8.5, f"the last warm rerun took {warm_s / 60:.1f} min: update the README's range"
-    machine = prov["machine"]
     say(f"the last run, on a {machine['cpus']}-core {machine['cpu_model']} whose torch ran "
         f"{machine['cpu_capability']} kernels: {'{} min {} s'.format(*divmod(round(warm_s), 60))}")
     say("Rerunning all five, with the trained predictors cached, takes about 5 to 8 min on two cores")
