@@ -1,6 +1,6 @@
 """What a forecast cannot vouch for: a spec outside the training GPUs' range, a device file that is not one NVIDIA GPU,
 a spec field that looks like other units or a training GPU's name with another spec, a model too large for the GPU's
-memory. The CLIs print these as warnings on stderr (notebook 05)."""
+memory, a model config naming another class than the one built. The CLIs print these on stderr (notebook 05)."""
 from __future__ import annotations
 
 import re
@@ -55,6 +55,20 @@ def memory_note(parameters: int, mode: str, device) -> str | None:
     what = "weights and gradients" if mode == "training" else "weights"
     return (f"the model's fp32 {what} alone ({parameters / 1e9:.2f} B parameters) need {need_gb:.1f} GB, more than "
             f"{device.name}'s {device.mem_gb:g} GB: this run could not happen as forecast")
+
+
+def head_note(model_config, mode: str) -> str | None:
+    """One line when a model config's `architectures` names another class than the one the forecast builds, else None
+    (notebook 05). The class follows the labels (lib.graph.ARCHS): a BERT config is built as the dataset's BERT-Large
+    labels ran, with a classification head for inference and BertForPreTraining for training."""
+    from .graph import ARCHS, load_config
+    cfg = load_config(model_config)
+    built = ARCHS[cfg.model_type][0 if mode == "inference" else 1]
+    named = cfg.raw.get("architectures")
+    if not isinstance(named, list) or not named or built in named:
+        return None
+    return (f"{cfg.path.name} names {', '.join(map(str, named))} in 'architectures'; the {mode} forecast builds "
+            f"{built}, the model the dataset's {cfg.model_type} labels ran, so its head may differ from the named one")
 
 
 # A spec field off by an order of magnitude from every known GPU of its vendor is most likely in other units

@@ -10,7 +10,8 @@ total_ms; fused and raw_ms with --fusion / --calibrate) as CSV, to see where the
 --fusion in training mode (no label validates it); a GPU whose machine
 balance lies outside the training GPUs' (lib.caveats.extrapolation_note); a spec field that looks like other units,
 or a training GPU's name with another spec (lib.caveats.spec_notes); a model whose fp32 weights (+ gradients)
-alone exceed the GPU's memory (lib.caveats.memory_note). Kernels run one after another,
+alone exceed the GPU's memory (lib.caveats.memory_note); and a note where the config's `architectures` names another
+class than the one built (lib.caveats.head_note: BERT's heads follow the labels). Kernels run one after another,
 so a model's latency is the sum of its kernels' latencies (DESIGN.md):
     latency_ms = sum_k count_k * pred_ms_k,  forward_ms over phase 'fw', backward_ms over 'bw'.
 Each distinct kernel shape is predicted once. Optionally (--calibrate; off by default, as notebook 05
@@ -31,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths, reference_weights
-from .caveats import extrapolation_note, memory_note, spec_notes
+from .caveats import extrapolation_note, head_note, memory_note, spec_notes
 from .cli import Parser, file_path, stdout_failed
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise
@@ -365,6 +366,8 @@ def main(argv=None) -> int:
                  unvalidated):
         if note:
             print(f"warning: {note}", file=sys.stderr)
+    if note := head_note(args.model, args.mode):
+        print(f"note: {note}", file=sys.stderr)
     try:
         print(json.dumps(result), flush=True)
     except OSError as e:   # a full disk, a reader that quit (BrokenPipeError): the run gave no answer

@@ -84,3 +84,23 @@ def test_spec_notes_and_balance_below_the_known_range():
     # a balance below every training GPU's (66,908 GFLOP/s over 8,000 GB/s = 8.4 < 12.5) is an extrapolation too
     assert C.extrapolation_note(_spec(Mem_Bw=8000)).startswith("NVIDIA H200's machine balance (8.4 FLOP/byte) lies "
                                                                "outside the training GPUs' (12.5-29.7)")
+
+
+def test_head_note_names_the_class_built_where_the_config_names_another(tmp_path):
+    # BERT configs name BertLMHeadModel, but the forecast builds what the dataset's BERT-Large labels ran: a
+    # classification head for inference, BertForPreTraining for training; GPT-2's named class is the one built
+    import json
+    from lib import paths
+    bert = paths.MODEL_CONFIGS / "bert_large.json"
+    assert C.head_note(bert, "inference") == (
+        "bert_large.json names BertLMHeadModel in 'architectures'; the inference forecast builds "
+        "BertForSequenceClassification, the model the dataset's bert labels ran, so its head may differ from the "
+        "named one")
+    assert "the training forecast builds BertForPreTraining" in C.head_note(bert, "training")
+    assert C.head_note(paths.MODEL_CONFIGS / "gpt2_large.json", "training") is None
+    # a config naming the class built, or naming none, gets no note
+    raw = json.loads(bert.read_text())
+    for named in (["BertForPreTraining"], [], None):
+        cfg = tmp_path / "bert.json"
+        cfg.write_text(json.dumps({**raw, "architectures": named}))
+        assert C.head_note(cfg, "training") is None

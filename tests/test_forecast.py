@@ -42,6 +42,14 @@ def test_every_dataset_config_forecasts_in_both_modes():
         assert train["latency_ms"] > inf["latency_ms"] and train["kernels"] > inf["kernels"], config.name
 
 
+def test_cli_notes_the_class_it_builds_for_a_bert_config():
+    # bert_large.json names BertLMHeadModel; the forecast builds the labels' classification model (lib.caveats.head_note)
+    r = cli("--model", BERT, "--device", L4, "--batch", 1, "--seq", 128, "--mode", "inference", "--method", "roofline")
+    assert r.returncode == 0 and json.loads(r.stdout)["kernels"] > 0, r.stderr
+    assert "note: bert_large.json names BertLMHeadModel in 'architectures'; the inference forecast builds " \
+           "BertForSequenceClassification" in r.stderr
+
+
 def test_cli_answers_four_keys_for_l4():
     r = cli("--model", GPT2, "--device", L4, "--batch", 4, "--seq", 1024, "--mode", "inference",
             "--method", "roofline")
