@@ -68,7 +68,8 @@ def head_note(model_config, mode: str) -> str | None:
     if not isinstance(named, list) or not named or built in named:
         return None
     return (f"{cfg.path.name} names {', '.join(map(str, named))} in 'architectures'; the {mode} forecast builds "
-            f"{built}, the model the dataset's {cfg.model_type} labels ran, so its head may differ from the named one")
+            f"{built}, the class it takes for model_type '{cfg.model_type}' (for the paper's models, what the labels "
+            "ran), so its head may differ from the named one")
 
 
 # A spec field off by an order of magnitude from every known GPU of its vendor is most likely in other units

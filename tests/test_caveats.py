@@ -94,8 +94,8 @@ def test_head_note_names_the_class_built_where_the_config_names_another(tmp_path
     bert = paths.MODEL_CONFIGS / "bert_large.json"
     assert C.head_note(bert, "inference") == (
         "bert_large.json names BertLMHeadModel in 'architectures'; the inference forecast builds "
-        "BertForSequenceClassification, the model the dataset's bert labels ran, so its head may differ from the "
-        "named one")
+        "BertForSequenceClassification, the class it takes for model_type 'bert' (for the paper's models, what the "
+        "labels ran), so its head may differ from the named one")
     assert "the training forecast builds BertForPreTraining" in C.head_note(bert, "training")
     assert C.head_note(paths.MODEL_CONFIGS / "gpt2_large.json", "training") is None
     # a config naming the class built, or naming none, gets no note
