@@ -57,14 +57,19 @@ ifneq ($(filter figures build/notebooks/%,$(MAKECMDGOALS)),)
 include $(NB_DEPS)
 endif
 
+# Tests run on TEST_WORKERS processes (pytest-xdist; CI has 2 cores): the unit tests spread one by one, the smoke
+# notebooks one notebook per worker (--dist loadfile: a notebook's cells share one kernel, in order). Every cache
+# they share is written atomically (lib.paths.write_atomic), so two workers never read a half-written file.
+TEST_WORKERS ?= 2
+
 test: unit notebooks-smoke ## unit tests, then every notebook with params/smoke under nbval
 
 unit: data
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) tests
 
 notebooks-smoke: data ## prepare smoke notebooks (papermill parameters) and run them under nbval
 	$(PY) -m lib.notebooks prepare smoke $(NOTEBOOKS)
-	cd build/smoke && NEUSIGHT_FIGURES=$(CURDIR)/build/smoke/figures ../../$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --rootdir=. $(addsuffix .ipynb,$(NAMES))
+	cd build/smoke && NEUSIGHT_FIGURES=$(CURDIR)/build/smoke/figures ../../$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --rootdir=. -n $(TEST_WORKERS) --dist loadfile $(addsuffix .ipynb,$(NAMES))
 
 repro: data ## one minute on an idle machine: does this machine train the committed weights? (lib.repro; exit 1 if not)
 	$(PY) -m lib.repro
