@@ -10,7 +10,7 @@ g itself; with a config given for every GPU (lib.kernels' cfg_by_class), by that
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -47,21 +47,31 @@ def envelope_rows(df: pd.DataFrame, cfg_by_class: dict | None) -> np.ndarray:
 FLOOR_SLACK = 1e-4
 
 
-def cap(df: pd.DataFrame, pred_ms: np.ndarray, device: Device, cfg_by_class: dict | None,
+def cap(df: pd.DataFrame, pred_ms: np.ndarray, device: Device | Sequence[Device], cfg_by_class: dict | None,
         forecast: Callable[[pd.DataFrame, Device], np.ndarray],
         floor: Callable[[pd.DataFrame, Device], np.ndarray] | None = None) -> np.ndarray:
     """pred_ms (forecast of df's kernels on device) capped by forecast(df, g) on each dominated training GPU g.
 
+    device: the GPU of every row, or one per row (a sequence as long as df: several GPUs at once, lib.kernels.
+    predict_devices); each training GPU g forecasts all rows it caps, whatever their GPU, in one call.
     floor(df, g), if given, is a lower bound of forecast(df, g) per row (lib.predictors.forecast_floor_ms): a row
     whose pred_ms lies below it (by more than FLOOR_SLACK) cannot be capped by g, so g's forecast is not computed
     for it. The result is the same up to float32 last bits, which can depend on how many rows are forecast at once."""
-    rows = np.flatnonzero(envelope_rows(df, cfg_by_class))
-    refs = dominated_training_gpus(device)
+    per_row = [device] * len(df) if isinstance(device, Device) else list(device)
+    if len(per_row) != len(df):
+        raise ValueError(f"envelope.cap: {len(per_row)} devices for {len(df)} rows")
+    code = {}   # id of each distinct Device object -> its number, in order of first row
+    which = np.array([code.setdefault(id(d), len(code)) for d in per_row], dtype=int)
+    refs = {code[id(d)]: dominated_training_gpus(d) for d in {id(d): d for d in per_row}.values()}
+    on = envelope_rows(df, cfg_by_class)
     out = np.asarray(pred_ms, dtype=float).copy()
-    if not len(rows) or not refs:
-        return out
-    sub = df.iloc[rows].reset_index(drop=True)
-    for g in refs:
+    for name in TRAIN_GPUS_NVIDIA:   # dominated_training_gpus' order
+        capped = [i for i, gs in refs.items() if name in [g.name for g in gs]]
+        rows = np.flatnonzero(on & np.isin(which, capped))
+        if not len(rows):
+            continue
+        g = next(g for g in refs[capped[0]] if g.name == name)
+        sub = df.iloc[rows].reset_index(drop=True)
         open_ = np.ones(len(rows), bool) if floor is None else out[rows] >= floor(sub, g) * (1 - FLOOR_SLACK)
         if open_.any():
             out[rows[open_]] = np.fmin(out[rows[open_]], forecast(sub[open_].reset_index(drop=True), g))

@@ -178,8 +178,9 @@ def forecast(model_config, device: Device, batch: int, seq: int, mode: str, *, f
 def forecast_sweep(model_config, devices, batches, seq: int, mode: str, *, method: str = "neusight",
                    fusion: bool = False, tiles: str = "spec", cfg_by_class: dict | None = None,
                    calibrate: bool = False) -> pd.DataFrame:
-    """One row per (device, distinct batch): the forecast keys. One capture per batch; per device, the
-    unique kernel shapes of all batches are predicted in one call. devices: Devices (or one Device)."""
+    """One row per (device, distinct batch): the forecast keys. One capture per batch; the unique kernel shapes of
+    all batches are predicted on all devices in one call (lib.kernels.predict_devices: the same forecasts as one
+    device at a time up to float32 last bits). devices: Devices (or one Device)."""
     devices = [devices] if isinstance(devices, Device) else list(devices)
     if not (batches := list(batches)):
         raise ValueError("batches: give at least one batch size")
@@ -187,18 +188,21 @@ def forecast_sweep(model_config, devices, batches, seq: int, mode: str, *, metho
     for b in batches:   # lib.graph.check_args refuses a batch that is not a positive integer
         k = capture(model_config, b, seq, mode)
         tables[int(b)] = fuse_elementwise(k) if fusion else k
-    from .kernels import predict_kernels
-    uniq_shapes = pd.concat([t[SHAPE_COLS] for t in tables.values()], ignore_index=True).fillna(-1.0).drop_duplicates()
+    from .kernels import predict_devices
+    uniq = pd.concat([t[SHAPE_COLS] for t in tables.values()], ignore_index=True).fillna(-1.0).drop_duplicates()
+    uniq = uniq.reset_index(drop=True)
     factors = None
     if calibrate:
         factors = get_calibration(method, tiles, cfg_by_class)["factors"]
+    pred_by_device = predict_devices(uniq.replace(-1.0, np.nan), devices, method, tiles, cfg_by_class)
+    # per batch, each kernel's row in uniq and its traffic scale: the same on every device
+    where = {b: t[SHAPE_COLS].fillna(-1.0).merge(uniq.assign(row=np.arange(len(uniq))), on=SHAPE_COLS,
+                                                 how="left")["row"].to_numpy() for b, t in tables.items()}
+    scale = {b: traffic_scale(t) for b, t in tables.items()}
     rows = []
-    for dev in devices:
-        uniq = uniq_shapes.reset_index(drop=True)
-        uniq["pred_ms"] = predict_kernels(uniq.replace(-1.0, np.nan), dev, method, tiles, cfg_by_class)
+    for dev, pred_ms in zip(devices, pred_by_device.T):
         for b, t in tables.items():
-            pred = t[SHAPE_COLS].fillna(-1.0).merge(uniq, on=SHAPE_COLS, how="left")["pred_ms"].to_numpy()
-            pred = pred * traffic_scale(t)
+            pred = pred_ms[where[b]] * scale[b]
             table = t.assign(pred_ms=pred, total_ms=pred * t["count"].to_numpy())
             if factors is not None:
                 table = apply_calibration(table, factors)

@@ -26,6 +26,7 @@ import io
 import json
 import sys
 import warnings
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,8 @@ KNOWN_OPS = (*OP_CLASS, MEM_OP)
 ORACLE_COLUMNS = ("kernel_name", "grid_x", "grid_y", "block_x")
 # The columns a prediction reads, under their dataset CSV names too (lib.data.RENAME): a dataset file is an input as it is
 INPUT_NAMES = {theirs: ours for theirs, ours in RENAME.items() if ours in ("op", *ORACLE_COLUMNS)}
+# The columns a device's spec adds to a kernel table (Device.spec_columns): equal in two rows, the same GPU
+SPEC_KEY = ["device" if f.name == "name" else f.name for f in fields(Device) if f.name != "path"]
 
 
 class KernelInputError(ValueError):
@@ -201,24 +204,40 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
     cfg_by_class (neusight) and habitat_cfg (habitat): training configs; None = the defaults.
     seed (neusight): the training seed of the default configs (0: the committed results' models).
     """
+    return predict_devices(df, [device], method, tiles, cfg_by_class, habitat_cfg, seed)[:, 0]
+
+
+def predict_devices(df: pd.DataFrame, devices, method: str = "neusight", tiles: str = "spec",
+                    cfg_by_class: dict | None = None, habitat_cfg: dict | None = None, seed: int = 0) -> np.ndarray:
+    """Latency (ms) of every row (axis 0) on every device (axis 1), as predict_kernels gives it, with each model run
+    once over all devices' rows (lib.forecast.forecast_sweep): per call a model costs more than its rows do.
+    Several devices at once can differ from one at a time in float32 last bits (lib.envelope.cap)."""
+    devices = list(devices)
+    if not devices:
+        raise KernelInputError("devices: give at least one device")
     if method not in METHODS:
         raise KernelInputError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     if tiles not in TILES:
         raise KernelInputError(f"unknown tiles {tiles!r}; known: {', '.join(TILES)}")
-    if not isinstance(device, Device):
-        raise KernelInputError(f"device must be a lib.devices.Device (load_device(path) or device_by_name(name)), "
-                               f"got {type(device).__name__}")
+    for device in devices:
+        if not isinstance(device, Device):
+            raise KernelInputError(f"device must be a lib.devices.Device (load_device(path) or device_by_name(name)), "
+                                   f"got {type(device).__name__}")
     if not isinstance(df, pd.DataFrame):
         raise KernelInputError(f"kernels must be a pandas DataFrame, got {type(df).__name__}")
     df = df.rename(columns={theirs: ours for theirs, ours in INPUT_NAMES.items() if ours not in df})   # 'OPName', ...
-    df = _with_spec(flatten_linear(check_kernels(df).reset_index(drop=True)), device)
-    out = np.full(len(df), np.nan)
-    mem = (df["op"] == MEM_OP).to_numpy()
+    base = flatten_linear(check_kernels(df).reset_index(drop=True))
+    # one block of rows per device, its spec in every row
+    blocks = [_with_spec(base, d) for d in devices]
+    table = blocks[0] if len(blocks) == 1 else pd.concat(blocks, ignore_index=True)
+    block = np.repeat(np.arange(len(devices)), len(base))   # each row's device, by position in `devices`
+    out = np.full(len(table), np.nan)
+    mem = (table["op"] == MEM_OP).to_numpy()
     # latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
-    out[mem] = df.loc[mem, "bytes"].to_numpy(float) / (device.mem_bw_gbps * 1e6)
-    rest = df[~mem]
+    out[mem] = table.loc[mem, "bytes"].to_numpy(float) / (table.loc[mem, "mem_bw_gbps"].to_numpy(float) * 1e6)
+    rest = table[~mem]
     if len(rest) == 0:
-        return out
+        return out.reshape(len(devices), len(base)).T
     if method == "roofline":
         out[~mem] = add_roofline(rest)["roofline_ms"].to_numpy()
     elif method == "habitat":
@@ -226,17 +245,24 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
         out[~mem] = habitat_predict(rest, habitat_cfg)
     elif method == "li":
         from .baselines import li_predict
-        out[~mem] = li_predict(rest, device.name, device.vendor)
+        for i, device in enumerate(devices):   # each device's own coefficients
+            rows = np.flatnonzero(~mem & (block == i))
+            out[rows] = li_predict(table.iloc[rows], device.name, device.vendor)
     else:
         from .predictors import forecast_floor_ms
-        rest = _oracle_rows(rest, device.vendor) if tiles == "oracle" else rest
-        # oracle: rows alike but for their kernel name or launch grid can have other tiles
+        if tiles == "oracle":
+            for vendor in sorted({d.vendor for d in devices}):   # the launch-grid fallback reads the vendor
+                rest = _oracle_rows(rest, vendor)
+        # oracle: rows alike but for their kernel name or launch grid can have other tiles; rows of two GPUs are
+        # kept apart by their spec columns (left out for one GPU: grouping by them costs 5% on a large table)
         extra = [c for c in ORACLE_COLUMNS if c in rest.columns] if tiles == "oracle" else []
+        extra += SPEC_KEY if len(set(devices)) > 1 else []
         neusight = lambda t: _dedup(t, extra, lambda u: _neusight(u, tiles, cfg_by_class, seed))
         # amendment 6: no kernel slower than on a training GPU whose spec this one dominates (lib.envelope)
-        out[~mem] = cap(rest, neusight(rest), device, cfg_by_class, lambda t, g: neusight(_with_spec(t, g)),
+        out[~mem] = cap(rest, neusight(rest), [devices[i] for i in block[~mem]], cfg_by_class,
+                        lambda t, g: neusight(_with_spec(t, g)),
                         lambda t, g: forecast_floor_ms(add_roofline(_with_spec(t, g)), cfg_by_class, seed))
-    return out
+    return out.reshape(len(devices), len(base)).T
 
 
 def _dedup(df: pd.DataFrame, extra: list, predict) -> np.ndarray:

@@ -230,6 +230,12 @@ def bench_summary(bench: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"value": value, "target": b["target"].to_numpy()}, index=b["metric"].to_numpy())
 
 
+def bench_machine(bench: pd.DataFrame) -> str:
+    """' on <CPU, ISA, threads; commit, date>' from bench.csv's machine row; '' for a table from before it."""
+    row = bench[bench["metric"] == "machine"]
+    return f" on {int(row['value'].iloc[0])} CPUs, {row['note'].iloc[0]}" if len(row) else ""
+
+
 def markdown(df: pd.DataFrame, digits: int = 1) -> str:
     """A DataFrame as a GitHub markdown table (index included; floats rounded to `digits`)."""
     def cell(v):
@@ -271,7 +277,7 @@ def render(tables: Path = paths.TABLES) -> str:
         "GPUs never trained on, each training GPU held out in turn (notebooks 04 and 05, "
         "`figures/tables/04-held-out-gpus.csv`, `e2e_held_out_gpus.csv`; MAPE %, no target):",
         "", markdown(held_out_summary(read("04-held-out-gpus"), read("e2e_held_out_gpus"))), "",
-        "Speed (`make bench`, `figures/tables/bench.csv`):",
+        f"Speed (`make bench`, `figures/tables/bench.csv`){bench_machine(read('bench'))}:",
         "", markdown(bench_summary(read("bench"))), "",
         END,
     ]

@@ -15,3 +15,14 @@ def test_forecast_cli_capture_is_the_first_timed_call_after_the_warm_up(monkeypa
     monkeypatch.setattr(bench, "timed_cmd", lambda args, build=None: next(seconds))
     rows = {r["metric"]: r["value"] for r in bench.bench_forecast()}
     assert rows == {"forecast_cli_capture": 11.0, "forecast_cli_cold": 2.5}
+
+
+def test_machine_row_names_cpu_isa_threads_and_commit(monkeypatch):
+    import subprocess
+    from lib import train
+    monkeypatch.setattr(train, "numeric_env", lambda: {"cpu_model": "Some CPU", "cpu_capability": "AVX2", "train_threads": 2})
+    answers = iter(["abc1234\n", ""])                                    # git rev-parse, then a clean git status
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, next(answers), ""))
+    (row,) = bench.bench_machine()
+    assert row["metric"] == "machine" and row["target"] == ""
+    assert row["note"].startswith("Some CPU, torch AVX2, 2 training threads; commit abc1234, ")

@@ -69,6 +69,26 @@ def test_cap_by_hand():
     assert E.cap(df, np.array([3.0, 9.0, 5.0]), h100, off, forecast).tolist() == [3.0, 9.0, 5.0]
 
 
+def test_cap_with_a_device_per_row_asks_each_training_gpu_once():
+    h100, l4, t4 = (device_by_name(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA L4", "Tesla T4"))
+    df = pd.DataFrame({"op": ["add", "add", "mul", "bmm"], "B": [1.0] * 4, "H": [8.0] * 4})
+    on = {c: {"envelope": c == "EW"} for c in DEFAULT_CONFIGS}
+    seen = []
+
+    def forecast(sub, g):   # 2 ms on P4, 4 ms on every other training GPU
+        seen.append((g.name, len(sub)))
+        return np.full(len(sub), 2.0 if g.name == "Tesla P4" else 4.0)
+    # rows: H100 (dominates all five), L4 (dominates P4 only), T4 (a training GPU: never capped), H100's bmm (no
+    # envelope for BMM). P4 caps both EW rows of H100 and L4 in one call; the other four GPUs only H100's
+    out = E.cap(df, np.array([9.0, 9.0, 9.0, 9.0]), [h100, l4, t4, h100], on, forecast)
+    assert out.tolist() == [2.0, 2.0, 9.0, 9.0]
+    assert seen == [("Tesla P4", 2)] + [(g, 1) for g in TRAIN_GPUS_NVIDIA if g != "Tesla P4"]
+    # the same rows one device at a time give the same numbers
+    assert [E.cap(df.iloc[[i]], np.array([9.0]), d, on, forecast)[0] for i, d in enumerate([h100, l4, t4])] == out[:3].tolist()
+    with pytest.raises(ValueError, match="3 devices for 4 rows"):
+        E.cap(df, np.full(4, 9.0), [h100, l4, t4], on, forecast)
+
+
 def test_adopted_classes_are_on_by_default():
     assert ENVELOPE_CLASSES == ("FC", "EW")   # the reference run's evidence (lib.selection, amendment 6)
     assert [c for c, cfg in DEFAULT_CONFIGS.items() if cfg.get("envelope")] == list(ENVELOPE_CLASSES)
@@ -149,6 +169,30 @@ def test_forecast_never_slower_than_on_a_dominated_training_gpu(tmp_path, monkey
     as_is = predict_kernels(shapes, h100, cfg_by_class={"EW": TINY})
     refs = np.vstack([predict_kernels(shapes, g, cfg_by_class=cfg) for g in E.dominated_training_gpus(h100)])
     assert capped == pytest.approx(np.minimum(as_is, refs.min(axis=0)))
+
+
+def test_several_devices_at_once_as_one_at_a_time(tmp_path, monkeypatch):
+    from lib.kernels import KernelInputError, predict_devices, predict_kernels
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {"EW": {**TINY, "envelope": True}, "FC": TINY}
+    shapes = pd.DataFrame({"op": ["add", "relu", "linear", "mem"], "B": [64.0, 4096.0, 2.0, np.nan],
+                           "H": [4096.0, 1024.0, np.nan, np.nan], "M": [np.nan, np.nan, 512.0, np.nan],
+                           "N": [np.nan, np.nan, 1024.0, np.nan], "K": [np.nan, np.nan, 4096.0, np.nan],
+                           "bytes": [np.nan, np.nan, np.nan, 1e9]})
+    h100, l4, t4 = (device_by_name(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA L4", "Tesla T4"))
+    # a renamed copy of T4's spec is a GPU never trained on; one of H100's with another bandwidth keeps its name
+    t4_new, h100_slow = dataclasses.replace(t4, name="T4 copy"), dataclasses.replace(h100, mem_bw_gbps=1000.0)
+    devs = [h100, l4, t4, t4_new, h100_slow]
+    for method in ("neusight", "roofline", "li"):
+        both = predict_devices(shapes, devs, method, cfg_by_class=cfg)
+        one = np.column_stack([predict_kernels(shapes, d, method, cfg_by_class=cfg) for d in devs])
+        assert both.shape == (4, 5) and both == pytest.approx(one, rel=1e-6, nan_ok=True)
+    assert both[3, 0] == pytest.approx(1e9 / (h100.mem_bw_gbps * 1e9) * 1e3)   # mem: bytes / bandwidth
+    assert np.isnan(both[0, 1]) and not np.isnan(both[0, 2])   # li: L4 has no measurements, T4 has
+    neusight = predict_devices(shapes, devs, cfg_by_class=cfg)
+    assert not np.allclose(neusight[:, 0], neusight[:, 4])     # same name, other spec: not merged as one GPU
+    with pytest.raises(KernelInputError, match="at least one device"):
+        predict_devices(shapes, [], cfg_by_class=cfg)
 
 
 class _Stub:

@@ -167,3 +167,12 @@ def test_e2e_seed_table_mean_forecast_averages_three_seeds():
     t = report.e2e_seed_table(per_seed).set_index(["kind", "device"])
     assert t.loc[("inference", "G"), "mean_forecast_pct"] == pytest.approx(10.0)
     assert t.loc[("inference", "G"), ["min_pct", "max_pct"]].tolist() == [0.0, 30.0]
+
+
+def test_bench_machine_names_the_cpu_and_is_empty_for_an_older_table():
+    rows = [{"metric": "machine", "value": 2, "unit": "CPUs", "target": "", "note": "AMD EPYC, torch AVX2; commit abc"},
+            {"metric": "forecast_cli_cold", "value": 2.5, "unit": "s", "target": "<= 5", "note": ""}]
+    bench = pd.DataFrame(rows)
+    assert report.bench_machine(bench) == " on 2 CPUs, AMD EPYC, torch AVX2; commit abc"
+    assert report.bench_machine(bench.iloc[1:]) == ""
+    assert list(report.bench_summary(bench).index) == ["forecast_cli_cold"]   # no target: not a speed row
