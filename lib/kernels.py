@@ -68,7 +68,7 @@ def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
     if df["op"].isna().any():
         raise KernelInputError(f"row {int(np.flatnonzero(df['op'].isna())[0])}: no op name in column 'op' (or 'OPName')")
     ops = df["op"].astype(str)
-    unknown = sorted(set(ops) - set(KNOWN_OPS))
+    unknown = sorted(set(ops.unique()) - set(KNOWN_OPS))
     if unknown:
         raise KernelInputError(f"unknown op(s) {unknown[:5]}; known: {', '.join(KNOWN_OPS)}")
     _check_precision(df)

@@ -313,8 +313,9 @@ def forecast_floor_ms(feat: pd.DataFrame, cfg_by_class: dict | None = None, seed
     cfg_by_class = cfg_by_class or {}
     out = np.full(len(feat), np.nan)
     cls = op_class_of(feat["op"])
-    idx = device_index(feat["device"])
-    for op_class in set(np.unique(cls)) & set(OP_CLASSES):
+    codes, names = pd.factorize(feat["device"], use_na_sentinel=False)
+    idx = device_index(names)[codes]   # per distinct device, then spread to its rows
+    for op_class in set(pd.unique(cls)) & set(OP_CLASSES):
         for i in np.unique(idx[cls == op_class]):
             rows = (cls == op_class) & (idx == i)
             p = get_predictor(op_class, cfg_by_class.get(op_class) or default_config(op_class, i >= 0, seed))
@@ -344,8 +345,8 @@ def train_all(cfg_by_class: dict | None = None, force: bool = False) -> dict:
 
 def op_class_of(op) -> np.ndarray:
     """Op class per op name (NaN-free object array); unknown ops -> ''."""
-    uniq, inv = np.unique(np.asarray(op, dtype=str), return_inverse=True)
-    return np.array([OP_CLASS.get(o, "") for o in uniq], dtype=object)[inv.reshape(-1)]
+    inv, uniq = pd.factorize(pd.Series(op), use_na_sentinel=False)   # each distinct name once (hashing, not sorting)
+    return np.array([OP_CLASS.get(o, "") for o in uniq], dtype=object)[inv]
 
 
 def predict_featured(feat: pd.DataFrame, cfg_by_class: dict | None = None, seed: int = 0) -> np.ndarray:
@@ -358,7 +359,7 @@ def predict_featured(feat: pd.DataFrame, cfg_by_class: dict | None = None, seed:
     cfg_by_class = cfg_by_class or {}
     out = np.full(len(feat), np.nan)
     cls = op_class_of(feat["op"])
-    known = device_index(feat["device"]) >= 0
+    known = feat["device"].isin(TRAIN_GPUS_NVIDIA).to_numpy()   # device_index >= 0, without its per-row map
     for op_class in OP_CLASSES:
         for on_known in (False, True):
             rows = np.flatnonzero((cls == op_class) & (known == on_known))

@@ -829,3 +829,11 @@ def test_shape_groups_by_hand():
                        "K": [nan, nan, nan, nan, 5], "H": [16, 16, 32, 16, nan]})
     g = P.shape_groups(df)
     assert g[0] == g[1] and len(set(g)) == 4
+
+
+def test_op_class_of_by_hand():
+    from lib.predictors import op_class_of
+    ops = ["bmm", "add", None, float("nan"), "zzz", "linear", "add", "mem"]
+    assert op_class_of(ops).tolist() == ["BMM", "EW", "", "", "", "FC", "EW", ""]
+    assert op_class_of(pd.Series(["ln", "softmax"], index=[7, 3])).tolist() == ["LN", "SOFTMAX"]   # by position
+    assert op_class_of(np.array([], dtype=str)).tolist() == []
