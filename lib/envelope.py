@@ -47,16 +47,20 @@ def envelope_rows(df: pd.DataFrame, cfg_by_class: dict | None) -> np.ndarray:
 FLOOR_SLACK = 1e-4
 
 
+# One table per training GPU g, each to be forecast on g's spec: [(kernels, g), ...] -> one array per pair
+OnGpus = Callable[[list[tuple[pd.DataFrame, Device]]], list[np.ndarray]]
+
+
 def cap(df: pd.DataFrame, pred_ms: np.ndarray, device: Device | Sequence[Device], cfg_by_class: dict | None,
-        forecast: Callable[[pd.DataFrame, Device], np.ndarray],
-        floor: Callable[[pd.DataFrame, Device], np.ndarray] | None = None) -> np.ndarray:
-    """pred_ms (forecast of df's kernels on device) capped by forecast(df, g) on each dominated training GPU g.
+        forecast: OnGpus, floor: OnGpus | None = None) -> np.ndarray:
+    """pred_ms (forecast of df's kernels on device) capped by the forecast of the same kernels on each dominated
+    training GPU g; forecast gets every g's rows at once (one pass of each model instead of one per GPU).
 
     device: the GPU of every row, or one per row (a sequence as long as df: several GPUs at once, lib.kernels.
-    predict_devices); each training GPU g forecasts all rows it caps, whatever their GPU, in one call.
-    floor(df, g), if given, is a lower bound of forecast(df, g) per row (lib.predictors.forecast_floor_ms): a row
-    whose pred_ms lies below it (by more than FLOOR_SLACK) cannot be capped by g, so g's forecast is not computed
-    for it. The result is the same up to float32 last bits, which can depend on how many rows are forecast at once."""
+    predict_devices).
+    floor, if given, is a lower bound of forecast per row (lib.predictors.forecast_floor_ms): a row whose pred_ms
+    lies below g's floor (by more than FLOOR_SLACK) cannot be capped by g, so g's forecast is not computed for it.
+    The result is the same up to float32 last bits, which can depend on how many rows are forecast at once."""
     per_row = [device] * len(df) if isinstance(device, Device) else list(device)
     if len(per_row) != len(df):
         raise ValueError(f"envelope.cap: {len(per_row)} devices for {len(df)} rows")
@@ -65,14 +69,18 @@ def cap(df: pd.DataFrame, pred_ms: np.ndarray, device: Device | Sequence[Device]
     refs = {code[id(d)]: dominated_training_gpus(d) for d in {id(d): d for d in per_row}.values()}
     on = envelope_rows(df, cfg_by_class)
     out = np.asarray(pred_ms, dtype=float).copy()
+    rows_of, pairs = [], []   # per dominated training GPU g: the rows it caps, and (those rows, g)
     for name in TRAIN_GPUS_NVIDIA:   # dominated_training_gpus' order
         capped = [i for i, gs in refs.items() if name in [g.name for g in gs]]
         rows = np.flatnonzero(on & np.isin(which, capped))
-        if not len(rows):
-            continue
-        g = next(g for g in refs[capped[0]] if g.name == name)
-        sub = df.iloc[rows].reset_index(drop=True)
-        open_ = np.ones(len(rows), bool) if floor is None else out[rows] >= floor(sub, g) * (1 - FLOOR_SLACK)
-        if open_.any():
-            out[rows[open_]] = np.fmin(out[rows[open_]], forecast(sub[open_].reset_index(drop=True), g))
+        if len(rows):
+            rows_of.append(rows)
+            pairs.append((df.iloc[rows].reset_index(drop=True), next(g for g in refs[capped[0]] if g.name == name)))
+    if floor is not None and pairs:
+        opened = [out[rows] >= low * (1 - FLOOR_SLACK) for rows, low in zip(rows_of, floor(pairs))]
+        rows_of = [rows[o] for rows, o in zip(rows_of, opened)]
+        pairs = [(sub[o].reset_index(drop=True), g) for (sub, g), o in zip(pairs, opened)]
+    kept = [i for i, rows in enumerate(rows_of) if len(rows)]
+    for i, ms in zip(kept, forecast([pairs[i] for i in kept]) if kept else []):
+        out[rows_of[i]] = np.fmin(out[rows_of[i]], ms)
     return out

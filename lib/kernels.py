@@ -256,13 +256,20 @@ def predict_devices(df: pd.DataFrame, devices, method: str = "neusight", tiles: 
         # oracle: rows alike but for their kernel name or launch grid can have other tiles; rows of two GPUs are
         # kept apart by their spec columns (left out for one GPU: grouping by them costs 5% on a large table)
         extra = [c for c in ORACLE_COLUMNS if c in rest.columns] if tiles == "oracle" else []
-        extra += SPEC_KEY if len(set(devices)) > 1 else []
-        neusight = lambda t: _dedup(t, extra, lambda u: _neusight(u, tiles, cfg_by_class, seed))
+        neusight = lambda t, key: _dedup(t, key, lambda u: _neusight(u, tiles, cfg_by_class, seed))
+        floor = lambda t: forecast_floor_ms(add_roofline(t), cfg_by_class, seed)
         # amendment 6: no kernel slower than on a training GPU whose spec this one dominates (lib.envelope)
-        out[~mem] = cap(rest, neusight(rest), [devices[i] for i in block[~mem]], cfg_by_class,
-                        lambda t, g: neusight(_with_spec(t, g)),
-                        lambda t, g: forecast_floor_ms(add_roofline(_with_spec(t, g)), cfg_by_class, seed))
+        out[~mem] = cap(rest, neusight(rest, extra + (SPEC_KEY if len(set(devices)) > 1 else [])),
+                        [devices[i] for i in block[~mem]], cfg_by_class,
+                        lambda pairs: _on_gpus(pairs, lambda t: neusight(t, extra + SPEC_KEY)),
+                        lambda pairs: _on_gpus(pairs, floor))
     return out.reshape(len(devices), len(base)).T
+
+
+def _on_gpus(pairs: list, predict) -> list[np.ndarray]:
+    """[(kernels, GPU), ...] -> predict(all kernels, each with its GPU's spec) split back per pair (lib.envelope)."""
+    table = pd.concat([_with_spec(t, g) for t, g in pairs], ignore_index=True)
+    return np.split(predict(table), np.cumsum([len(t) for t, _ in pairs])[:-1])
 
 
 def _dedup(df: pd.DataFrame, extra: list, predict) -> np.ndarray:

@@ -12,6 +12,15 @@ from lib.selection import DEFAULT_CONFIGS, ENVELOPE_CLASSES
 TINY = {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}
 
 
+def per_gpu(fn, calls=None):
+    """A cap callback (all training GPUs' tables at once) from fn(table, g) per GPU; calls counts the calls."""
+    def on_gpus(pairs):
+        if calls is not None:
+            calls.append(len(pairs))
+        return [fn(sub, g) for sub, g in pairs]
+    return on_gpus
+
+
 def _names(device):
     return [g.name for g in E.dominated_training_gpus(device)]
 
@@ -62,11 +71,13 @@ def test_cap_by_hand():
     def forecast(sub, g):
         seen.append((g.name, sub["op"].tolist()))
         return np.array([4.0, 2.0])
-    out = E.cap(df, np.array([3.0, 9.0, 5.0]), h100, on, forecast)
+    calls = []
+    out = E.cap(df, np.array([3.0, 9.0, 5.0]), h100, on, per_gpu(forecast, calls))
     assert out.tolist() == [3.0, 9.0, 2.0]      # min per EW row; the bmm row is left alone
-    assert [s[1] for s in seen] == [["add", "mul"]] * len(TRAIN_GPUS_NVIDIA)
+    assert seen == [(g, ["add", "mul"]) for g in TRAIN_GPUS_NVIDIA] and calls == [len(TRAIN_GPUS_NVIDIA)]   # one call
     off = {c: {"envelope": False} for c in DEFAULT_CONFIGS}   # ({} would mean the defaults, as in predict_featured)
-    assert E.cap(df, np.array([3.0, 9.0, 5.0]), h100, off, forecast).tolist() == [3.0, 9.0, 5.0]
+    assert E.cap(df, np.array([3.0, 9.0, 5.0]), h100, off, per_gpu(forecast, calls)).tolist() == [3.0, 9.0, 5.0]
+    assert calls == [len(TRAIN_GPUS_NVIDIA)]    # nothing to cap: not called
 
 
 def test_cap_with_a_device_per_row_asks_each_training_gpu_once():
@@ -80,13 +91,14 @@ def test_cap_with_a_device_per_row_asks_each_training_gpu_once():
         return np.full(len(sub), 2.0 if g.name == "Tesla P4" else 4.0)
     # rows: H100 (dominates all five), L4 (dominates P4 only), T4 (a training GPU: never capped), H100's bmm (no
     # envelope for BMM). P4 caps both EW rows of H100 and L4 in one call; the other four GPUs only H100's
-    out = E.cap(df, np.array([9.0, 9.0, 9.0, 9.0]), [h100, l4, t4, h100], on, forecast)
+    out = E.cap(df, np.array([9.0, 9.0, 9.0, 9.0]), [h100, l4, t4, h100], on, per_gpu(forecast))
     assert out.tolist() == [2.0, 2.0, 9.0, 9.0]
     assert seen == [("Tesla P4", 2)] + [(g, 1) for g in TRAIN_GPUS_NVIDIA if g != "Tesla P4"]
     # the same rows one device at a time give the same numbers
-    assert [E.cap(df.iloc[[i]], np.array([9.0]), d, on, forecast)[0] for i, d in enumerate([h100, l4, t4])] == out[:3].tolist()
+    one = [E.cap(df.iloc[[i]], np.array([9.0]), d, on, per_gpu(forecast))[0] for i, d in enumerate([h100, l4, t4])]
+    assert one == out[:3].tolist()
     with pytest.raises(ValueError, match="3 devices for 4 rows"):
-        E.cap(df, np.full(4, 9.0), [h100, l4, t4], on, forecast)
+        E.cap(df, np.full(4, 9.0), [h100, l4, t4], on, per_gpu(forecast))
 
 
 def test_adopted_classes_are_on_by_default():
@@ -104,9 +116,12 @@ def test_cap_skips_rows_below_the_floor():
         asked.append(len(sub))
         return np.full(len(sub), 2.0)
     # floor 1.5 ms on every GPU: rows forecast at 1 ms here cannot be capped, so only the 3 ms row is asked for
-    out = E.cap(df, np.array([1.0, 3.0, 1.0]), h100, on, forecast, lambda sub, g: np.full(len(sub), 1.5))
+    floor_calls = []
+    floor = per_gpu(lambda sub, g: np.full(len(sub), 1.5), floor_calls)
+    out = E.cap(df, np.array([1.0, 3.0, 1.0]), h100, on, per_gpu(forecast), floor)
     assert out.tolist() == [1.0, 2.0, 1.0] and asked == [1] * len(TRAIN_GPUS_NVIDIA)
-    assert E.cap(df, np.array([1.0, 3.0, 1.0]), h100, on, forecast).tolist() == out.tolist()   # same without a floor
+    assert floor_calls == [len(TRAIN_GPUS_NVIDIA)]   # every GPU's floor in one call
+    assert E.cap(df, np.array([1.0, 3.0, 1.0]), h100, on, per_gpu(forecast)).tolist() == out.tolist()   # no floor
 
 
 def test_cap_floor_slack_and_missing_forecasts():
@@ -119,10 +134,10 @@ def test_cap_floor_slack_and_missing_forecasts():
         asked.append(sub["op"].tolist())
         return np.where(sub["op"] == "relu", np.nan, 0.5)
     # a floor within FLOOR_SLACK above the forecast (float32 last bits) still asks; one further above does not.
-    # Once the first GPU has capped the add, its floor lies above it: later GPUs are asked for the relu only
-    floor = lambda sub, g: np.array([1.0 + E.FLOOR_SLACK / 2, 1.0 + 2 * E.FLOOR_SLACK, 0.0])
-    out = E.cap(df, np.array([1.0, 1.0, 1.0]), h100, on, forecast, floor)
-    assert asked == [["add", "relu"]] + [["relu"]] * (len(TRAIN_GPUS_NVIDIA) - 1)
+    # Every GPU's floor is compared with the forecast before any cap, so every GPU is asked for the add and the relu
+    floor = per_gpu(lambda sub, g: np.array([1.0 + E.FLOOR_SLACK / 2, 1.0 + 2 * E.FLOOR_SLACK, 0.0]))
+    out = E.cap(df, np.array([1.0, 1.0, 1.0]), h100, on, per_gpu(forecast), floor)
+    assert asked == [["add", "relu"]] * len(TRAIN_GPUS_NVIDIA)
     assert out.tolist() == [0.5, 1.0, 1.0]   # a missing (NaN) forecast caps nothing (np.fmin)
 
 
