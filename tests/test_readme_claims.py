@@ -158,6 +158,18 @@ def test_forecast_cli_times_match_bench():
         f"{bench['forecast_cli_cold']:.1f} s for a later call (`make bench`")
 
 
+def test_speed_targets_as_bench_measured_them():
+    """'What works', Speed: how many of make bench's targets the last run met, and the ones it missed."""
+    bench = table("bench")
+    rows = bench[bench["target"].notna() & (bench["target"].astype(str) != "")]
+    compare = {"<=": float.__le__, ">=": float.__ge__}   # targets read '<= 600', '>= 20000'
+    met = [compare[t.split()[0]](float(v), float(t.split()[1])) for v, t in zip(rows["value"], rows["target"])]
+    missed = [f"{m} ({v:,.0f} {u} against {t})" for (m, v, u, t), ok in
+              zip(rows[["metric", "value", "unit", "target"]].itertuples(index=False), met) if not ok]
+    say(f"in the last `make bench`, {sum(met)} of the {len(met)} targets were met"
+        + (f"; not met: {and_list(missed)}" if missed else ""))
+
+
 def test_dataset_gpu_and_model_counts():
     """Counts of GPUs, kernel rows, added devices and models: coverage, device-specs, predictor_scaling, e2e tables."""
     say(f"Predictors train on {WORDS[len(training_gpus())]} GPUs only")
