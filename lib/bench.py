@@ -138,16 +138,19 @@ print(len(df), s)
              "note": f"GPT3-2.7B training, {n} forecasts (NVIDIA GPUs x batch 1,2,4,8), graphs captured"}]
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=paths.ROOT, capture_output=True, text=True).stdout.strip()
+
+
 def bench_machine() -> list[dict]:
-    """What the numbers were measured on and at which commit: one row whose note names them (README's speed table
-    cites it), since the same code trains 1.8 times slower on one CPU than on another (README, Reproducibility)."""
+    """What the numbers were measured on and at which commit: one row whose note names them (the README's speed table
+    cites it), since they depend on the CPU (README, Speed)."""
     from .train import numeric_env   # torch: imported only here
     env = numeric_env()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=paths.ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "lib"], cwd=paths.ROOT, capture_output=True, text=True).stdout.strip()
+    edited = " with lib/ edited" if _git("status", "--porcelain", "lib") else ""
     return [{"metric": "machine", "value": os.cpu_count(), "unit": "CPUs", "target": "",
              "note": f"{env['cpu_model']}, torch {env['cpu_capability']}, {env['train_threads']} training threads; "
-                     f"commit {commit or 'unknown'}{' with lib/ edited' if dirty else ''}, {time.strftime('%Y-%m-%d')}"}]
+                     f"commit {_git('rev-parse', '--short', 'HEAD') or 'unknown'}{edited}, {time.strftime('%Y-%m-%d')}"}]
 
 
 SECTIONS = [bench_machine, bench_setup, bench_data, bench_training, bench_predict, bench_forecast, bench_sweep]

@@ -254,7 +254,8 @@ def predict_devices(df: pd.DataFrame, devices, method: str = "neusight", tiles: 
             for vendor in sorted({d.vendor for d in devices}):   # the launch-grid fallback reads the vendor
                 rest = _oracle_rows(rest, vendor)
         # oracle: rows alike but for their kernel name or launch grid can have other tiles; rows of two GPUs are
-        # kept apart by their spec columns (left out for one GPU: grouping by them costs 5% on a large table)
+        # kept apart by their spec columns (left out for one GPU: grouping by them costs a few percent on a large
+        # table)
         extra = [c for c in ORACLE_COLUMNS if c in rest.columns] if tiles == "oracle" else []
         neusight = lambda t, key: _dedup(t, key, lambda u: _neusight(u, tiles, cfg_by_class, seed))
         floor = lambda t: forecast_floor_ms(add_roofline(t), cfg_by_class, seed)

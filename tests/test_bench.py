@@ -21,7 +21,7 @@ def test_machine_row_names_cpu_isa_threads_and_commit(monkeypatch):
     import subprocess
     from lib import train
     monkeypatch.setattr(train, "numeric_env", lambda: {"cpu_model": "Some CPU", "cpu_capability": "AVX2", "train_threads": 2})
-    answers = iter(["abc1234\n", ""])                                    # git rev-parse, then a clean git status
+    answers = iter(["", "abc1234\n"])                                    # a clean git status, then git rev-parse
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, next(answers), ""))
     (row,) = bench.bench_machine()
     assert row["metric"] == "machine" and row["target"] == ""
