@@ -158,6 +158,25 @@ def test_forecast_cli_times_match_bench():
         f"{bench['forecast_cli_cold']:.1f} s for a later call (`make bench`")
 
 
+def test_sweep_example_runs_and_matches_the_cli_example(monkeypatch):
+    """'Forecast a model on a GPU': the forecast_sweep snippet runs as written, and its H200 batch-2 row is the example
+    command's forecast (the same model, GPU, batch, sequence and mode)."""
+    from lib.devices import load_device
+    from lib.forecast import forecast
+    code = re.search(r"```python\n(from lib\.devices import load_device\nfrom lib\.forecast import forecast_sweep\n.*?)```",
+                     PROSE, re.S)
+    assert code, "the forecast_sweep example is gone: update this test"
+    scope = {}
+    monkeypatch.chdir(ROOT)   # the snippet's paths are the repository root's, as the README's commands
+    exec(code.group(1), scope)
+    sweep = scope["sweep"]
+    assert len(sweep) == 6 and list(sweep["batch"]) == [1, 2, 4] * 2
+    one = forecast(ROOT / "data/neusight/data/DLmodel_configs/gpt3_27.json", load_device(ROOT / "data/devices/NVIDIA_H200.json"),
+                   2, 1024, "training")
+    row = sweep[(sweep["device"] == "NVIDIA H200") & (sweep["batch"] == 2)].iloc[0]
+    assert row["latency_ms"] == pytest.approx(one["latency_ms"], rel=1e-6) and row["kernels"] == one["kernels"]
+
+
 def test_speed_targets_as_bench_measured_them():
     """'What works', Speed: how many of make bench's targets the last run met, and the ones it missed."""
     bench = table("bench")
