@@ -64,18 +64,18 @@ def cap(df: pd.DataFrame, pred_ms: np.ndarray, device: Device | Sequence[Device]
     per_row = [device] * len(df) if isinstance(device, Device) else list(device)
     if len(per_row) != len(df):
         raise ValueError(f"envelope.cap: {len(per_row)} devices for {len(df)} rows")
-    code = {}   # id of each distinct Device object -> its number, in order of first row
-    which = np.array([code.setdefault(id(d), len(code)) for d in per_row], dtype=int)
-    refs = {code[id(d)]: dominated_training_gpus(d) for d in {id(d): d for d in per_row}.values()}
+    gpus = {}   # id of each distinct Device object -> (its number, in order of first row; the Device)
+    which = np.array([gpus.setdefault(id(d), (len(gpus), d))[0] for d in per_row], dtype=int)
+    refs = {i: {g.name: g for g in dominated_training_gpus(d)} for i, d in gpus.values()}
     on = envelope_rows(df, cfg_by_class)
     out = np.asarray(pred_ms, dtype=float).copy()
     rows_of, pairs = [], []   # per dominated training GPU g: the rows it caps, and (those rows, g)
     for name in TRAIN_GPUS_NVIDIA:   # dominated_training_gpus' order
-        capped = [i for i, gs in refs.items() if name in [g.name for g in gs]]
+        capped = [i for i, gs in refs.items() if name in gs]
         rows = np.flatnonzero(on & np.isin(which, capped))
         if len(rows):
             rows_of.append(rows)
-            pairs.append((df.iloc[rows].reset_index(drop=True), next(g for g in refs[capped[0]] if g.name == name)))
+            pairs.append((df.iloc[rows].reset_index(drop=True), refs[capped[0]][name]))
     if floor is not None and pairs:
         opened = [out[rows] >= low * (1 - FLOOR_SLACK) for rows, low in zip(rows_of, floor(pairs))]
         rows_of = [rows[o] for rows, o in zip(rows_of, opened)]
