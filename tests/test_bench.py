@@ -26,3 +26,19 @@ def test_machine_row_names_cpu_isa_threads_and_commit(monkeypatch):
     (row,) = bench.bench_machine()
     assert row["metric"] == "machine" and row["target"] == ""
     assert row["note"].startswith("Some CPU, torch AVX2, 2 training threads; commit abc1234, ")
+
+
+def test_predict_throughput_as_pinned_then_under_mkl_auto(monkeypatch):
+    import numpy as np
+    calls = []
+    def fake_timed(code, build=None, *argv, **environ):
+        calls.append(environ)
+        np.save(argv[0], [1.0, 2.0, 4.0] if not environ else [1.0, 2.0 * (1 + 3e-7), 4.0])   # one forecast moves
+        return 5.0, ("1000 0.05\n" if not environ else "1000 0.04\n")  # 20,000 then 25,000 kernels/s
+    monkeypatch.setattr(bench, "timed", fake_timed)
+    rows = {r["metric"]: r for r in bench.bench_predict()}
+    assert calls == [{}, {"MKL_CBWR": "AUTO"}]                           # lib's pin first, then MKL's own choice
+    assert rows["predict_throughput"]["value"] == 20000 and rows["predict_throughput"]["target"] == ">= 20000"
+    auto = rows["predict_throughput_mkl_auto"]
+    assert auto["value"] == 25000 and auto["target"] == ""
+    assert auto["note"].endswith("33% of the forecasts differ from the pinned ones, by at most 3.0e-07 relative")
