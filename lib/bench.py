@@ -100,9 +100,11 @@ df = load_kernels()[["op", "B", "M", "N", "K", "H"]].drop_duplicates()  # distin
 df = df.sample(n=min(len(df), 100_000), random_state=0)
 dev = device_by_name("NVIDIA H100 80GB HBM3")
 predict_kernels(df.head(1000), dev)  # loads the predictors
-t = time.perf_counter(); pred = predict_kernels(df, dev); s = time.perf_counter() - t
+seconds = []
+for _ in range(3):  # the best of three calls: one call of a few seconds on a shared 2-core machine is noisy
+    t = time.perf_counter(); pred = predict_kernels(df, dev); seconds.append(time.perf_counter() - t)
 np.save(sys.argv[1], np.asarray(pred, dtype=np.float64))
-print(len(df), s)
+print(len(df), min(seconds))
 """
     rows, preds = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,7 +115,7 @@ print(len(df), s)
             preds.append(np.load(saved))
             n, s = out.split()
             rows.append({"metric": metric, "value": int(n) / float(s), "unit": "kernels/s", "target": target,
-                         "note": f"{n} distinct kernel shapes in one predict_kernels call (spec-only tiles)"})
+                         "note": f"{n} distinct kernel shapes in one predict_kernels call, best of 3 (spec-only tiles)"})
     # relative difference |auto - pinned| / pinned, kernel by kernel
     rel = np.abs(preds[1] - preds[0]) / preds[0]
     rows[1]["note"] += (f", under MKL_CBWR=AUTO (MKL's kernels for this CPU): {(rel > 0).mean():.0%} of the forecasts "
