@@ -61,11 +61,15 @@ def cap(df: pd.DataFrame, pred_ms: np.ndarray, device: Device | Sequence[Device]
     floor, if given, is a lower bound of forecast per row (lib.predictors.forecast_floor_ms): a row whose pred_ms
     lies below g's floor (by more than FLOOR_SLACK) cannot be capped by g, so g's forecast is not computed for it.
     The result is the same up to float32 last bits, which can depend on how many rows are forecast at once."""
-    per_row = [device] * len(df) if isinstance(device, Device) else list(device)
-    if len(per_row) != len(df):
-        raise ValueError(f"envelope.cap: {len(per_row)} devices for {len(df)} rows")
     gpus = {}   # id of each distinct Device object -> (its number, in order of first row; the Device)
-    which = np.array([gpus.setdefault(id(d), (len(gpus), d))[0] for d in per_row], dtype=int)
+    if isinstance(device, Device):
+        gpus[id(device)] = (0, device)
+        which = np.zeros(len(df), dtype=int)
+    else:
+        per_row = list(device)
+        if len(per_row) != len(df):
+            raise ValueError(f"envelope.cap: {len(per_row)} devices for {len(df)} rows")
+        which = np.array([gpus.setdefault(id(d), (len(gpus), d))[0] for d in per_row], dtype=int)
     refs = {i: {g.name: g for g in dominated_training_gpus(d)} for i, d in gpus.values()}
     on = envelope_rows(df, cfg_by_class)
     out = np.asarray(pred_ms, dtype=float).copy()

@@ -259,9 +259,10 @@ def predict_devices(df: pd.DataFrame, devices, method: str = "neusight", tiles: 
         extra = [c for c in ORACLE_COLUMNS if c in rest.columns] if tiles == "oracle" else []
         neusight = lambda t, key: _dedup(t, key, lambda u: _neusight(u, tiles, cfg_by_class, seed))
         floor = lambda t: forecast_floor_ms(add_roofline(t), cfg_by_class, seed)
-        # amendment 6: no kernel slower than on a training GPU whose spec this one dominates (lib.envelope)
-        out[~mem] = cap(rest, neusight(rest, extra + (SPEC_KEY if len(set(devices)) > 1 else [])),
-                        [devices[i] for i in block[~mem]], cfg_by_class,
+        # amendment 6: no kernel slower than on a training GPU whose spec this one dominates (lib.envelope); one
+        # device is passed as itself, which spares cap a Python pass over every row
+        per_row = devices[0] if len(devices) == 1 else [devices[i] for i in block[~mem]]
+        out[~mem] = cap(rest, neusight(rest, extra + (SPEC_KEY if len(set(devices)) > 1 else [])), per_row, cfg_by_class,
                         lambda pairs: _on_gpus(pairs, lambda t: neusight(t, extra + SPEC_KEY)),
                         lambda pairs: _on_gpus(pairs, floor))
     return out.reshape(len(devices), len(base)).T

@@ -315,13 +315,15 @@ def forecast_floor_ms(feat: pd.DataFrame, cfg_by_class: dict | None = None, seed
     cls = op_class_of(feat["op"])
     codes, names = pd.factorize(feat["device"], use_na_sentinel=False)
     idx = device_index(names)[codes]   # per distinct device, then spread to its rows
+    roofline_ms = feat["roofline_ms"].to_numpy(float)
     for op_class in set(pd.unique(cls)) & set(OP_CLASSES):
-        for i in np.unique(idx[cls == op_class]):
-            rows = (cls == op_class) & (idx == i)
+        of_class = cls == op_class
+        for i in np.unique(idx[of_class]):
+            rows = of_class & (idx == i)
             p = get_predictor(op_class, cfg_by_class.get(op_class) or default_config(op_class, i >= 0, seed))
             with torch.inference_mode():
                 e = max(float(torch.as_tensor(device_efficiency(m.model, torch.tensor([i])))) for m in (p, *p.members))
-            out[rows] = feat["roofline_ms"].to_numpy(float)[rows] / e
+            out[rows] = roofline_ms[rows] / e
     return out
 
 
