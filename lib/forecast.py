@@ -177,10 +177,10 @@ def forecast(model_config, device: Device, batch: int, seq: int, mode: str, *, f
 
 def forecast_sweep(model_config, devices, batches, seq: int, mode: str, *, method: str = "neusight",
                    fusion: bool = False, tiles: str = "spec", cfg_by_class: dict | None = None,
-                   calibrate: bool = False) -> pd.DataFrame:
-    """One row per (device, distinct batch): the forecast keys. One capture per batch; the unique kernel shapes of
+                   calibrate: bool = False, habitat_cfg: dict | None = None, seed: int = 0) -> pd.DataFrame:
+    """One row per (device, distinct batch), in that order: the forecast keys. One capture per batch; the unique kernel shapes of
     all batches are predicted on all devices in one call (lib.kernels.predict_devices: the same forecasts as one
-    device at a time up to float32 last bits). devices: Devices (or one Device)."""
+    device at a time up to float32 last bits). devices: Devices (or one Device); the other arguments as forecast's."""
     devices = [devices] if isinstance(devices, Device) else list(devices)
     if not (batches := list(batches)):
         raise ValueError("batches: give at least one batch size")
@@ -194,7 +194,7 @@ def forecast_sweep(model_config, devices, batches, seq: int, mode: str, *, metho
     factors = None
     if calibrate:
         factors = get_calibration(method, tiles, cfg_by_class)["factors"]
-    pred_by_device = predict_devices(uniq.replace(-1.0, np.nan), devices, method, tiles, cfg_by_class)
+    pred_by_device = predict_devices(uniq.replace(-1.0, np.nan), devices, method, tiles, cfg_by_class, habitat_cfg, seed)
     # per batch, each kernel's row in uniq and its traffic scale: the same on every device
     where = {b: t[SHAPE_COLS].fillna(-1.0).merge(uniq.assign(row=np.arange(len(uniq))), on=SHAPE_COLS,
                                                  how="left")["row"].to_numpy() for b, t in tables.items()}
@@ -219,6 +219,8 @@ def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
     its GPU's spec JSON (and, for li, that GPU's own kernel measurements, NaN where none exist).
     calibrated=True adds `neusight_cal_ms/_ape` (NeuSight scaled by the training-GPU calibration).
     seed: the training seed of NeuSight's default models (lib.kernels.predict_kernels; 0: the committed ones).
+    A label's forecast is forecast's for its GPU and setting up to float32 last bits, which can depend on the other
+    labels forecast in the same call (forecast_sweep).
     """
     from tqdm import tqdm
     from .labels import device_file_of_folder
@@ -228,17 +230,21 @@ def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
     out = labels.copy().reset_index(drop=True)
     names = [*methods, *(["neusight_cal"] if calibrated else [])]
     preds = {m: np.full(len(out), np.nan) for m in names}
-    for i, r in enumerate(tqdm(out.itertuples(), total=len(out), desc="labels", file=sys.stderr)):
-        kernels = capture(paths.MODEL_CONFIGS / f"{r.model}.json", r.batch, r.seq, r.mode)
-        device = load_device(device_file_of_folder(r.gpu))
-        for m in methods:
-            res = forecast(None, device, r.batch, r.seq, r.mode, fusion=(r.option == "fusion"), method=m,
-                           tiles=tiles, kernels=kernels, cfg_by_class=cfg_by_class, habitat_cfg=habitat_cfg, seed=seed)
-            preds[m][i] = res["latency_ms"]
-        if calibrated:
-            preds["neusight_cal"][i] = forecast(None, device, r.batch, r.seq, r.mode, fusion=(r.option == "fusion"),
-                                                tiles=tiles, kernels=kernels, cfg_by_class=cfg_by_class,
-                                                calibrate=True)["latency_ms"]
+    devices = {gpu: load_device(device_file_of_folder(gpu)) for gpu in out["gpu"].unique()}
+    # the labels of one model, sequence, mode and option: one forecast_sweep over their GPUs and batches per method
+    # (each model run once for all of them; combinations no label measured are forecast too, and left unread)
+    groups = out.groupby(["model", "seq", "mode", out["option"] == "fusion"], sort=False).indices
+    for (model, seq, mode, fusion), rows in tqdm(groups.items(), desc="label groups", file=sys.stderr):
+        these = out.iloc[rows]
+        gpus, batches = list(these["gpu"].unique()), [int(b) for b in these["batch"].unique()]
+        # each label's row in the sweep, whose rows run over GPUs, then batches
+        at = [gpus.index(g) * len(batches) + batches.index(b) for g, b in zip(these["gpu"], these["batch"])]
+        for m in names:
+            sweep = forecast_sweep(paths.MODEL_CONFIGS / f"{model}.json", [devices[g] for g in gpus], batches, int(seq),
+                                   mode, fusion=bool(fusion), tiles=tiles, cfg_by_class=cfg_by_class,
+                                   **({"calibrate": True} if m == "neusight_cal" else
+                                      {"method": m, "habitat_cfg": habitat_cfg, "seed": seed}))
+            preds[m][rows] = sweep["latency_ms"].to_numpy()[at]
     for m in names:
         out[f"{m}_ms"] = preds[m]
         out[f"{m}_ape"] = ape(preds[m], out["e2e_ms"])

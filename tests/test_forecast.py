@@ -223,6 +223,28 @@ def test_evaluate_labels_forecasts_a_fused_label_fused(monkeypatch):
     assert cal["neusight_cal_ms"].iloc[0] == pytest.approx(forecast(*args, fusion=True, calibrate=True)["latency_ms"])
 
 
+
+def test_evaluate_labels_equals_one_forecast_per_label():
+    """Labels are forecast in groups (one sweep per model, sequence, mode and option): each still gets its own GPU's
+    and batch's forecast, also where a group's GPUs measured other batches, in the labels' order."""
+    from lib.forecast import evaluate_labels
+    from lib.labels import device_file_of_folder
+    lab = load_labels()
+    bert = lab[(lab.model == "bert_large") & (lab["mode"] == "inference") & (lab.option == "")]
+    picks = pd.concat([bert[(bert.gpu == "Tesla_T4") & (bert.batch == 8)],
+                       bert[(bert.gpu == "NVIDIA_H100_80GB_HBM3") & (bert.batch == 16)],   # not T4's batch
+                       lab[(lab.option == "fusion")].iloc[[0]],
+                       bert[(bert.gpu == "Tesla_V100-PCIE-32GB") & (bert.batch == 8)]])
+    assert len(picks) == 4
+    out = evaluate_labels(picks, methods=("roofline", "li"))
+    for r, got_roofline, got_li in zip(picks.itertuples(), out["roofline_ms"], out["li_ms"]):
+        args = (paths.MODEL_CONFIGS / f"{r.model}.json", load_device(device_file_of_folder(r.gpu)), r.batch, r.seq,
+                r.mode)
+        fusion = r.option == "fusion"
+        assert got_roofline == pytest.approx(forecast(*args, fusion=fusion, method="roofline")["latency_ms"], rel=1e-9)
+        want_li = forecast(*args, fusion=fusion, method="li")["latency_ms"]
+        assert np.isnan(got_li) if np.isnan(want_li) else got_li == pytest.approx(want_li, rel=1e-9)
+
 def test_sweep_calibrates_as_forecast_does(monkeypatch):
     import lib.forecast as forecast_mod
     monkeypatch.setattr(forecast_mod, "get_calibration", lambda *a, **k: {"factors": {"FC": 0.5, "bw": 2.0}})
