@@ -61,8 +61,9 @@ _FOREST: dict = {}
 def oracle_tile_labels(df: pd.DataFrame) -> np.ndarray:
     """Index into CANDIDATES of each row's oracle tile (parsed from kernel_name); -1 where none."""
     index = {tuple(t): i for i, t in enumerate(CANDIDATES.astype(int).tolist())}
-    parsed = df["kernel_name"].map(gemm_tile_from_name)
-    return parsed.map(lambda t: index.get(t, -1) if t else -1).to_numpy()
+    codes, names = pd.factorize(df["kernel_name"], use_na_sentinel=False)   # each distinct name parsed once
+    per_name = np.array([index.get(t, -1) if (t := gemm_tile_from_name(n)) else -1 for n in names], dtype=int)
+    return per_name[codes]
 
 
 def fit_tile_classifier(df: pd.DataFrame, seed: int = 0):
@@ -70,9 +71,13 @@ def fit_tile_classifier(df: pd.DataFrame, seed: int = 0):
     from sklearn.ensemble import RandomForestClassifier
     label = oracle_tile_labels(df)
     keep = label >= 0
+    # grown on two threads, as the predictors train: each tree's seed is drawn before the trees are dealt out, so the
+    # trees are the same on any number of threads. It predicts on one, since the order in which threads add up the
+    # trees' probabilities moves their last bits.
     forest = RandomForestClassifier(n_estimators=FOREST_TREES, min_samples_leaf=FOREST_MIN_LEAF,
-                                    random_state=seed, n_jobs=1)
-    return forest.fit(classifier_inputs(df[keep]), label[keep])
+                                    random_state=seed, n_jobs=2)
+    forest.fit(classifier_inputs(df[keep]), label[keep])
+    return forest.set_params(n_jobs=1)
 
 
 def tile_classifier(seed: int = 0, max_rows: int | None = None):
