@@ -178,9 +178,10 @@ def forecast(model_config, device: Device, batch: int, seq: int, mode: str, *, f
 def forecast_sweep(model_config, devices, batches, seq: int, mode: str, *, method: str = "neusight",
                    fusion: bool = False, tiles: str = "spec", cfg_by_class: dict | None = None,
                    calibrate: bool = False, habitat_cfg: dict | None = None, seed: int = 0) -> pd.DataFrame:
-    """One row per (device, distinct batch), in that order: the forecast keys. One capture per batch; the unique kernel shapes of
-    all batches are predicted on all devices in one call (lib.kernels.predict_devices: the same forecasts as one
-    device at a time up to float32 last bits). devices: Devices (or one Device); the other arguments as forecast's."""
+    """One row per (device, distinct batch), in that order: the forecast keys. One capture per batch; the unique
+    kernel shapes of all batches are predicted on all devices in one call (lib.kernels.predict_devices: the same
+    forecasts as one device at a time up to float32 last bits). devices: Devices (or one Device); the other
+    arguments as forecast's."""
     devices = [devices] if isinstance(devices, Device) else list(devices)
     if not (batches := list(batches)):
         raise ValueError("batches: give at least one batch size")

@@ -223,7 +223,6 @@ def test_evaluate_labels_forecasts_a_fused_label_fused(monkeypatch):
     assert cal["neusight_cal_ms"].iloc[0] == pytest.approx(forecast(*args, fusion=True, calibrate=True)["latency_ms"])
 
 
-
 def test_evaluate_labels_equals_one_forecast_per_label():
     """Labels are forecast in groups (one sweep per model, sequence, mode and option): each still gets its own GPU's
     and batch's forecast, also where a group's GPUs measured other batches, in the labels' order."""
@@ -244,6 +243,7 @@ def test_evaluate_labels_equals_one_forecast_per_label():
         assert got_roofline == pytest.approx(forecast(*args, fusion=fusion, method="roofline")["latency_ms"], rel=1e-9)
         want_li = forecast(*args, fusion=fusion, method="li")["latency_ms"]
         assert np.isnan(got_li) if np.isnan(want_li) else got_li == pytest.approx(want_li, rel=1e-9)
+
 
 def test_sweep_calibrates_as_forecast_does(monkeypatch):
     import lib.forecast as forecast_mod

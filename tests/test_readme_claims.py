@@ -189,7 +189,6 @@ def test_speed_targets_as_bench_measured_them():
         + (f"; not met: {and_list(missed)}" if missed else ""))
 
 
-
 def test_predict_throughput_under_mkl_auto_as_bench_measured_it():
     """'What works', Speed: the throughput under MKL_CBWR=AUTO and how far its forecasts move, from bench.csv's row."""
     auto = table("bench").set_index("metric").loc["predict_throughput_mkl_auto"]
@@ -197,6 +196,7 @@ def test_predict_throughput_under_mkl_auto_as_bench_measured_it():
                              auto["note"]).groups()
     say(f"`MKL_CBWR=AUTO` measured {auto['value']:,.0f} kernels/s (`predict_throughput_mkl_auto`), and their forecasts "
         f"differ from the pinned ones in {differ} of the kernels, by at most {most} relative")
+
 
 def test_dataset_gpu_and_model_counts():
     """Counts of GPUs, kernel rows, added devices and models: coverage, device-specs, predictor_scaling, e2e tables."""
