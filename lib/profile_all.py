@@ -5,12 +5,12 @@
 The parameters are notebook 01's (profile_ops, profile_dims, profile_out_dir, profile_overwrite, profile_sample,
 profile_max_seconds, profile_models_max, seed): its parameters cell, then the YAML, so a GPU lent for minutes (a
 device session: data/measured/README.md) measures what `make figures` on a GPU machine would. With --budget-s: the
-kernel ops share KERNEL_SHARE of the budget (an op that ends early leaves its time to the ops after it), and label
-settings start while the budget lasts, one model at a time in turn, so a cut leaves as many models as possible
-measured once. A kernel shape or a model setting already started is finished: allow a minute beyond the budget.
---archive packs the measurement folder into one .tgz after every op and setting and once more at the end, also
-after an error, Ctrl-C or SIGTERM (a timeout's), so what was measured comes back. Exit status: 0, 1 if an op or a
-setting failed, 2 on bad input, 130 when interrupted.
+kernel ops share KERNEL_SHARE of the budget, the GEMMs last (an op that ends early leaves its time to the ops
+after it), and label settings start while the budget lasts, one model at a time in turn, so a cut leaves as many
+models as possible measured once. A kernel shape or a model setting already started is finished: allow a minute
+beyond the budget. --archive packs the measurement folder into one .tgz after every op and setting and once more
+at the end, also after an error, Ctrl-C or SIGTERM (a timeout's), so what was measured comes back. Exit status: 0,
+1 if an op or a setting failed, 2 on bad input, 130 when interrupted.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from . import paths
 from .cli import Parser
+from .ops import GEMM_DIMS
 from .profile_ops import ProfileError, dims_of
 
 # Share of --budget-s for the kernel ops; the model settings get the rest, and any the kernels leave.
@@ -81,6 +82,13 @@ def op_seconds(left_s: float | None, ops_left: int, cap_s: float | None) -> floa
         return cap_s
     share = max(left_s, 0.0) / ops_left
     return share if cap_s is None else min(share, cap_s)
+
+
+def gemms_last(ops: list[str]) -> list[str]:
+    """ops with the GEMMs moved to the end, each group in its order: a vector op's shapes take seconds, a GEMM's
+    minutes (H200: 3 to 40 s per vector op, about 75 s for bmm and 100 s for linear), so the time the vector ops leave
+    of their even shares goes to the GEMMs."""
+    return [op for op in ops if dims_of(op) != GEMM_DIMS] + [op for op in ops if dims_of(op) == GEMM_DIMS]
 
 
 def round_robin(settings: list[tuple]) -> list[tuple]:
@@ -142,7 +150,7 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     if params["profile_overwrite"] or not (run_dir / "device.json").exists():
         write_device_json(torch, run_dir / "device.json")
     warm_up_clocks(torch, WARM_UP_S)     # the first op's first shapes at the boost clock, not the idle one
-    ops = params["profile_ops"]
+    ops = gemms_last(params["profile_ops"])
     for i, op in enumerate(ops):
         out_csv = run_dir / f"{op}.csv"
         if out_csv.exists() and not params["profile_overwrite"]:

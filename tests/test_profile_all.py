@@ -23,6 +23,11 @@ def test_op_seconds_shares_what_is_left_evenly_and_keeps_the_cap():
     assert PA.op_seconds(-5, 2, 500) == 0                                        # spent: nothing, not no limit
 
 
+def test_gemms_last_keeps_each_groups_order():
+    assert PA.gemms_last(["bmm", "add", "linear", "softmax", "ln"]) == ["add", "softmax", "ln", "bmm", "linear"]
+    assert PA.gemms_last(["gelu", "relu"]) == ["gelu", "relu"]
+
+
 def test_round_robin_takes_one_setting_per_model_in_turn():
     settings = [("a", "inference", 1, 8), ("a", "training", 1, 8), ("b", "inference", 1, 8),
                 ("c", "inference", 1, 8), ("c", "inference", 2, 8)]
@@ -132,15 +137,15 @@ def test_without_a_budget_every_op_gets_its_cap_and_every_setting_runs(monkeypat
     run, packed = FakeRun(monkeypatch, tmp_path), []
     out = PA.profile_all(run.params, clock=run.clock, after_each=lambda: packed.append(len(run.calls)))
     # device.json, then one warm-up of the GPU's clocks before anything is timed (lib.profile.warm_up_clocks)
-    assert run.calls[:3] == [("device.json",), ("warm-up", P.WARM_UP_S), ("collect", "bmm", 500)]
-    assert run.ran("collect") == [("bmm", 500), ("linear", 500), ("add", 500)]
+    assert run.calls[:3] == [("device.json",), ("warm-up", P.WARM_UP_S), ("collect", "add", 500)]
+    assert run.ran("collect") == [("add", 500), ("bmm", 500), ("linear", 500)]     # the GEMMs last
     assert [c[:2] for c in run.ran("measure")] == [("a", "inference"), ("b", "inference"), ("a", "training")]
     assert len(out["kernel_csvs"]) == 3 and len(out["labels"]) == 3
     assert out["kept"] == out["partial"] == out["skipped"] == out["failed"] == []
     assert packed == [3, 4, 5, 6, 7, 8]             # after every op and every setting
     run = FakeRun(monkeypatch, tmp_path / "zero")   # a cap of 0 is no cap, as collect() always read it
     PA.profile_all(run.params | {"profile_max_seconds": 0}, clock=run.clock)
-    assert run.ran("collect") == [("bmm", None), ("linear", None), ("add", None)]
+    assert run.ran("collect") == [("add", None), ("bmm", None), ("linear", None)]
 
 
 def test_a_budget_splits_the_kernels_share_and_cuts_the_settings(monkeypatch, tmp_path):
@@ -148,14 +153,14 @@ def test_a_budget_splits_the_kernels_share_and_cuts_the_settings(monkeypatch, tm
     # settings of 40 s start at 30 s and 70 s, and the third may not start at 110 s > 100 s
     run = FakeRun(monkeypatch, tmp_path, model_s=40.0)
     out = PA.profile_all(run.params, budget_s=100, clock=run.clock)
-    assert [c[1] for c in run.ran("collect")] == [pytest.approx(50 / 3), 20, 30]
+    assert run.ran("collect") == [("add", pytest.approx(50 / 3)), ("bmm", 20), ("linear", 30)]
     assert [c[:2] for c in run.ran("measure")] == [("a", "inference"), ("b", "inference")]
     assert out["skipped"] == ["a training 1 8: the 100 s budget was spent"] and out["failed"] == []
     # ops slower than their share: the last op finds the kernels' share spent and is skipped, not run without limit
     run = FakeRun(monkeypatch, tmp_path / "slow", op_s=30.0)
     out = PA.profile_all(run.params, budget_s=100, clock=run.clock)
-    assert [c[0] for c in run.ran("collect")] == ["bmm", "linear"]
-    assert out["skipped"][0] == "add: the kernels' share of the 100 s budget was spent"
+    assert [c[0] for c in run.ran("collect")] == ["add", "bmm"]
+    assert out["skipped"][0] == "linear: the kernels' share of the 100 s budget was spent"
 
 
 def test_an_op_cut_short_is_listed_as_partial(monkeypatch, tmp_path):
@@ -168,8 +173,8 @@ def test_a_failure_is_reported_and_the_rest_still_run(monkeypatch, tmp_path):
     run = FakeRun(monkeypatch, tmp_path, fail={"bmm", "a"},
                   settings=[("a", "inference", 1, 8), ("b", "inference", 99, 8), ("c", "training", 1, 8)])
     out = PA.profile_all(run.params, clock=run.clock)
-    assert [c[0] for c in run.ran("collect")] == ["bmm", "linear", "add"]
-    assert [p.stem for p in out["kernel_csvs"]] == ["linear", "add"]    # the failed op's CSV is not listed
+    assert [c[0] for c in run.ran("collect")] == ["add", "bmm", "linear"]
+    assert [p.stem for p in out["kernel_csvs"]] == ["add", "linear"]    # the failed op's CSV is not listed
     assert (Path(run.params["profile_out_dir"]) / "NVIDIA_Fake_torch2_cuda12" / "device.json").exists()
     assert out["failed"] == ["bmm: RuntimeError: CUDA error: an illegal memory access",
                              "a inference 1 8: AttributeError: module has no attribute 'eager_attention_forward'"]
@@ -179,7 +184,7 @@ def test_a_failure_is_reported_and_the_rest_still_run(monkeypatch, tmp_path):
 def test_an_error_that_breaks_the_gpu_stops_the_run(monkeypatch, tmp_path):
     run = FakeRun(monkeypatch, tmp_path, fail={"linear"}, breaks="linear")
     out = PA.profile_all(run.params, clock=run.clock)
-    assert [c[0] for c in run.ran("collect")] == ["bmm", "linear"] and run.ran("measure") == []
+    assert [c[0] for c in run.ran("collect")] == ["add", "bmm", "linear"] and run.ran("measure") == []
     assert out["failed"][-1] == "the GPU stopped working after this error: nothing after it was run"
     run = FakeRun(monkeypatch, tmp_path / "model", fail={"a"}, breaks="a")
     out = PA.profile_all(run.params, clock=run.clock)
@@ -195,10 +200,10 @@ def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):
     out = PA.profile_all(run.params, clock=run.clock)
     assert out["kept"] == ["linear"] and kept in out["kernel_csvs"]
     assert out["partial"] == ["linear: 1 of 5 shapes timed (kept from an earlier run)"]   # a short one is said
-    assert [c[0] for c in run.ran("collect")] == ["bmm", "add"] and ("device.json",) not in run.calls
+    assert [c[0] for c in run.ran("collect")] == ["add", "bmm"] and ("device.json",) not in run.calls
     run = FakeRun(monkeypatch, tmp_path)
     PA.profile_all(run.params | {"profile_overwrite": True}, clock=run.clock)
-    assert [c[0] for c in run.ran("collect")] == ["bmm", "linear", "add"] and run.calls[0] == ("device.json",)
+    assert [c[0] for c in run.ran("collect")] == ["add", "bmm", "linear"] and run.calls[0] == ("device.json",)
 
 
 def test_the_command_packs_what_was_measured_even_when_a_run_fails(monkeypatch, tmp_path, capsys):
@@ -249,7 +254,7 @@ def test_an_interrupted_op_is_partial_and_an_interrupted_setting_skipped(monkeyp
     result = PA.empty_result()
     with pytest.raises(KeyboardInterrupt):
         PA.profile_all(run.params, clock=run.clock, result=result)
-    assert result["partial"] == ["linear: 2 of 5 shapes timed (interrupted)"] and len(result["kernel_csvs"]) == 1
+    assert result["partial"] == ["linear: 2 of 5 shapes timed (interrupted)"] and len(result["kernel_csvs"]) == 2
     run = FakeRun(monkeypatch, tmp_path / "model")
     monkeypatch.setattr(PM, "measure", lambda *a, **kw: (_ for _ in ()).throw(KeyboardInterrupt()))
     result = PA.empty_result()
