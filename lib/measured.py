@@ -18,7 +18,7 @@ from .data import OP_CLASS, read_kernel_csv
 from .devices import DeviceError, device_by_name
 from .labels import LABEL_COLUMNS as DATASET_LABEL_COLUMNS
 from .labels import LABEL_FILE, load_labels
-from .metrics import mape
+from .metrics import ape, mape
 
 COLUMNS = ("run", "op", "op_class", "device", "B", "M", "N", "K", "H", "latency_ms", "kernel_name")
 SETTING_KEYS = ["gpu", "device", "model", "mode", "seq", "batch", "option"]   # one measured setting on one GPU
@@ -42,21 +42,95 @@ def measured_kernels(root: Path | str = paths.MEASURED) -> pd.DataFrame:
     return df[list(COLUMNS)]
 
 
-def score_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
-    """Kernels, MAPE (%) and median forecast / measured per run and op class; predict(rows, device) -> ms (notebook 04)."""
-    rows = []
+def forecast_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
+    """df with pred_ms, each run's GPU forecast from the spec JSON of its name; predict(rows, device) -> ms
+    (notebook 04)."""
+    parts = []
     for (run, device), d in df.groupby(["run", "device"], sort=True):
         try:
             spec = device_by_name(device)
         except DeviceError:
             raise MeasuredError(f"measured run {run}: no spec JSON for '{device}' (add one to "
                                 f"{paths.DEVICES_ADDED}, with a source per number)") from None
-        d = d.assign(pred_ms=predict(d, spec))
-        for op_class, c in d.groupby("op_class", sort=True):
-            rows.append({"run": run, "device": device, "op_class": op_class, "kernels": len(c),
-                         "mape_pct": mape(c["pred_ms"], c["latency_ms"]),
-                         "median_ratio": float(np.median(c["pred_ms"] / c["latency_ms"]))})
-    return pd.DataFrame(rows, columns=["run", "device", "op_class", "kernels", "mape_pct", "median_ratio"])
+        parts.append(d.assign(pred_ms=predict(d, spec)))
+    return pd.concat(parts) if parts else df.assign(pred_ms=pd.Series(dtype=float))
+
+
+# level_free_mape_pct = MAPE of pred / median(pred / meas) per run and class: the error left once one level per GPU and
+# class is taken out (a diagnosis that reads the measurements, as lib.metrics.never_trained_table's column)
+def score_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
+    """Kernels, MAPE (%), median forecast / measured and level-free MAPE (%) per run and op class;
+    predict(rows, device) -> ms (notebook 04)."""
+    rows = []
+    for (run, device, op_class), c in forecast_measured(df, predict).groupby(["run", "device", "op_class"], sort=True):
+        ratio = c["pred_ms"] / c["latency_ms"]
+        rows.append({"run": run, "device": device, "op_class": op_class, "kernels": len(c),
+                     "mape_pct": mape(c["pred_ms"], c["latency_ms"]), "median_ratio": float(np.median(ratio)),
+                     "level_free_mape_pct": mape(c["pred_ms"] / np.median(ratio), c["latency_ms"])})
+    return pd.DataFrame(rows, columns=["run", "device", "op_class", "kernels", "mape_pct", "median_ratio",
+                                       "level_free_mape_pct"])
+
+
+def error_table(df: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Kernels, MAPE (%) and median forecast / measured per run, op class and `by` value of forecast_measured rows
+    (notebook 04)."""
+    g = df.assign(err=ape(df["pred_ms"], df["latency_ms"]), ratio=df["pred_ms"] / df["latency_ms"]).groupby(
+        ["run", "op_class", by], sort=True, observed=True)
+    return pd.DataFrame({"kernels": g.size(), "mape_pct": g["err"].mean(),
+                         "median_ratio": g["ratio"].median()}).reset_index()
+
+
+# PyTorch 2.1 (the dataset's, and lib.tiles') runs softmax_warp_forward for H <= 1024 and cunn_SoftMaxForward above;
+# later versions also run softmax_warp_forward up to H = 2048 and two more block kernels, ...Reg and ...Smem
+SOFTMAX_FAMILIES = {"softmax_warp_forward": "warp", "cunn_SoftMaxForwardReg": "block, registers",
+                    "cunn_SoftMaxForwardSmem": "block, shared memory", "cunn_SoftMaxForward<": "block"}
+
+
+def softmax_family(rows: pd.DataFrame) -> pd.Series:
+    """Which softmax kernel ran (SOFTMAX_FAMILIES, from kernel_name; 'other' if none matches), with ' (as lib.tiles
+    assumes)' where PyTorch 2.1's choice by H was the same (notebook 04)."""
+    names = rows["kernel_name"].fillna("")
+    family = pd.Series("other", index=rows.index)
+    for key, name in reversed(SOFTMAX_FAMILIES.items()):      # the plain block kernel's key last: the others contain it
+        family = family.mask(names.str.contains(key, regex=False), name)
+    assumed = np.where(rows["H"] <= 1024, "warp", "block")
+    return family.where(family != assumed, family + " (as lib.tiles assumes)")
+
+
+# A measured GPU whose twin the dataset measured: the same chip with other memory (data/devices/NVIDIA_H200.json's
+# sources: the H100 SXM5's GH100, its SMs, clock and fp32 peak, with HBM3e at 4.8 TB/s and 141 GB against 3.35 and 80)
+TWINS = {"NVIDIA H200": "NVIDIA H100 80GB HBM3"}
+TWIN_COLUMNS = ["run", "device", "twin", "op_class", "shapes", "same_kernel_share", "twin_over_ours",
+                "pred_over_meas", "twin_pred_over_meas", "pred_over_twin_pred"]
+
+
+# twin_over_ours = twin's latency / ours of one op and shape; pred_over_twin_pred = our GPU's forecast / the twin's
+# (medians per run and class): where twin_over_ours is 1 and pred_over_twin_pred is not, the forecast credits our GPU
+# with spec differences these kernels do not use
+def twin_table(df: pd.DataFrame, reference: pd.DataFrame, predict, twins: dict = TWINS) -> pd.DataFrame:
+    """Measured kernels whose op and shape the dataset measured on the GPU's twin (`reference`: lib.data.load_kernels
+    rows), per run and class: TWIN_COLUMNS (notebook 04)."""
+    rows = []
+    for (run, device), d in df.groupby(["run", "device"], sort=True):
+        if device not in twins:
+            continue
+        theirs = reference[reference["device"] == twins[device]]
+        theirs = theirs.groupby(["op", "B", "M", "N", "K", "H"], dropna=False, as_index=False).agg(
+            twin_ms=("latency_ms", "median"), twin_kernel=("kernel_name", "first"))
+        both = d.merge(theirs, on=["op", "B", "M", "N", "K", "H"], how="inner")
+        if both.empty:
+            continue
+        pred = forecast_measured(both, predict)["pred_ms"]
+        twin_pred = predict(both.assign(kernel_name=both["twin_kernel"]), device_by_name(twins[device]))
+        both = both.assign(pred_ms=pred, twin_pred_ms=twin_pred)
+        for op_class, c in both.groupby("op_class", sort=True):
+            rows.append({"run": run, "device": device, "twin": twins[device], "op_class": op_class, "shapes": len(c),
+                         "same_kernel_share": float((c["kernel_name"] == c["twin_kernel"]).mean()),
+                         "twin_over_ours": float(np.median(c["twin_ms"] / c["latency_ms"])),
+                         "pred_over_meas": float(np.median(c["pred_ms"] / c["latency_ms"])),
+                         "twin_pred_over_meas": float(np.median(c["twin_pred_ms"] / c["twin_ms"])),
+                         "pred_over_twin_pred": float(np.median(c["pred_ms"] / c["twin_pred_ms"]))})
+    return pd.DataFrame(rows, columns=TWIN_COLUMNS)
 
 
 def measured_labels(root: Path | str = paths.MEASURED / "labels") -> pd.DataFrame:
@@ -92,3 +166,26 @@ def score_measured_labels(ev: pd.DataFrame, dataset: pd.DataFrame) -> pd.DataFra
     theirs = dataset[SETTING_KEYS + ["e2e_ms"]].rename(columns={"e2e_ms": "dataset_e2e_ms"})
     out = ev.merge(theirs, on=SETTING_KEYS, how="left", validate="many_to_one")
     return out.assign(ratio_to_dataset=out["e2e_ms"] / out["dataset_e2e_ms"])[LABEL_COLUMNS]
+
+
+TWIN_LABEL_COLUMNS = ["software", "device", "twin", "model", "mode", "seq", "batch", "option", "e2e_ms", "twin_e2e_ms",
+                      "twin_over_ours", "neusight_ms", "twin_neusight_ms", "pred_over_twin_pred", "ape_pct",
+                      "twin_ape_pct"]
+
+
+# twin_over_ours = the dataset's label on the twin GPU / our measurement of the same setting; pred_over_twin_pred = the
+# forecast for our GPU / the forecast for the twin (both from their spec JSONs); ape_pct, twin_ape_pct: each forecast's
+# APE against its own GPU's measurement
+def twin_labels(own_e2e: pd.DataFrame, ev: pd.DataFrame, twins: dict = TWINS) -> pd.DataFrame:
+    """Measured labels (score_measured_labels rows) beside the dataset's label and forecast of the same setting on the
+    GPU's twin (`ev`: lib.forecast.evaluate_labels rows with neusight_ms); TWIN_LABEL_COLUMNS (notebook 05)."""
+    keys = ["model", "mode", "seq", "batch", "option"]
+    mine = own_e2e[own_e2e["device"].isin(list(twins))].assign(twin=lambda d: d["device"].map(twins))
+    theirs = ev[keys + ["device", "e2e_ms", "neusight_ms"]].rename(
+        columns={"device": "twin", "e2e_ms": "twin_e2e_ms", "neusight_ms": "twin_neusight_ms"})
+    both = mine.assign(option=mine["option"].fillna("")).merge(
+        theirs.assign(option=theirs["option"].fillna("")), on=keys + ["twin"], how="inner", validate="many_to_one")
+    return both.assign(twin_over_ours=both["twin_e2e_ms"] / both["e2e_ms"],
+                       pred_over_twin_pred=both["neusight_ms"] / both["twin_neusight_ms"],
+                       ape_pct=ape(both["neusight_ms"], both["e2e_ms"]),
+                       twin_ape_pct=ape(both["twin_neusight_ms"], both["twin_e2e_ms"]))[TWIN_LABEL_COLUMNS]

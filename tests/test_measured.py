@@ -40,16 +40,86 @@ def test_score_by_hand(tmp_path):
     assert seen == ["NVIDIA H200"]                               # the spec JSON of data/devices/, by name
     assert score.loc["BMM", "kernels"] == 2 and score.loc["BMM", "mape_pct"] == pytest.approx(100.0)
     assert score.loc["BMM", "median_ratio"] == 2.0 and score.loc["LN", "mape_pct"] == 0.0
+    assert score.loc["BMM", "level_free_mape_pct"] == 0.0          # one level: divided out, nothing is left
     # three kernels forecast at 1, 1 and 4 times their measurement: the median ratio is 1 (the mean 2)
     three = pd.DataFrame({"run": "r", "device": "NVIDIA H200", "op_class": "BMM", "latency_ms": [1.0, 1.0, 1.0]})
     score = measured.score_measured(three, lambda rows, device: np.array([1.0, 1.0, 4.0])).iloc[0]
     assert score["median_ratio"] == 1.0 and score["mape_pct"] == pytest.approx(100.0)
+    assert score["level_free_mape_pct"] == pytest.approx(100.0)    # the median level is 1: nothing to divide out
 
 
 def test_a_gpu_without_a_spec_json_is_named(tmp_path):
     _write_run(tmp_path, device="NVIDIA Fake GPU")
     with pytest.raises(measured.MeasuredError, match=r"measured run NVIDIA_H200_torch2.13.0_cuda12.8: no spec JSON for 'NVIDIA Fake GPU'"):
         measured.score_measured(measured.measured_kernels(tmp_path), lambda rows, device: rows["latency_ms"])
+
+
+def test_error_table_by_hand():
+    rows = pd.DataFrame({"run": "r", "op_class": "EW", "size": ["small", "small", "small", "large"],
+                         "latency_ms": [1.0, 1.0, 1.0, 2.0], "pred_ms": [1.0, 1.5, 3.0, 1.0]})
+    t = measured.error_table(rows, "size").set_index("size")
+    assert t.loc["small", "kernels"] == 3 and t.loc["small", "mape_pct"] == pytest.approx(100 * (0 + 0.5 + 2) / 3)
+    assert t.loc["small", "median_ratio"] == 1.5 and t.loc["large", "mape_pct"] == pytest.approx(50.0)
+
+
+def test_softmax_family_names_the_kernel_and_whether_pytorch_2_1_chose_it():
+    names = ["void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(...)",
+             "void (anonymous namespace)::softmax_warp_forward<float, float, float, 11, false, false>(...)",
+             "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::Epilogue>",
+             "void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<float, float, float, at::native::Epi>",
+             "void at::native::(anonymous namespace)::cunn_SoftMaxForwardSmem<4, float, float, float, at::Epi>",
+             "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::Epilogue>",
+             None]
+    rows = pd.DataFrame({"kernel_name": names, "H": [1024, 2048, 4096, 4096, 8192, 512, 64]})
+    assert measured.softmax_family(rows).tolist() == [
+        "warp (as lib.tiles assumes)", "warp", "block (as lib.tiles assumes)", "block, registers",
+        "block, shared memory", "block", "other"]
+
+
+def test_twin_table_by_hand():
+    gemm = {"op": "bmm", "op_class": "BMM", "H": np.nan}
+    own = pd.DataFrame([{**gemm, "run": "r", "device": "NVIDIA H200", "B": 8, "M": 64, "N": 64, "K": 64,
+                         "latency_ms": 2.0, "kernel_name": "k128"},
+                        {**gemm, "run": "r", "device": "NVIDIA H200", "B": 8, "M": 64, "N": 64, "K": 128,
+                         "latency_ms": 4.0, "kernel_name": "k64"},
+                        {**gemm, "run": "r", "device": "NVIDIA H200", "B": 1, "M": 1, "N": 1, "K": 1,   # not in the dataset
+                         "latency_ms": 9.0, "kernel_name": "k64"}])
+    h100 = "NVIDIA H100 80GB HBM3"
+    reference = pd.DataFrame([{**gemm, "device": h100, "B": 8, "M": 64, "N": 64, "K": 64, "latency_ms": ms,
+                               "kernel_name": "k128"} for ms in (1.0, 3.0)]        # median 2.0, the same kernel
+                             + [{**gemm, "device": h100, "B": 8, "M": 64, "N": 64, "K": 128, "latency_ms": 6.0,
+                                 "kernel_name": "k128"},                          # another kernel than ours
+                                {**gemm, "device": "Tesla T4", "B": 1, "M": 1, "N": 1, "K": 1, "latency_ms": 9.0,
+                                 "kernel_name": "k64"}])                          # not the twin
+
+    def predict(rows, device):           # our GPU 0.9 times its measurement, the twin 0.8 times its own (by row)
+        return rows["latency_ms"].to_numpy() * (0.9 if device.name == "NVIDIA H200" else 0.8 * np.array([1.0, 1.5]))
+    t = measured.twin_table(own, reference, predict).iloc[0]
+    assert list(t.index) == measured.TWIN_COLUMNS and (t["device"], t["twin"], t["shapes"]) == ("NVIDIA H200", h100, 2)
+    assert t["same_kernel_share"] == 0.5 and t["twin_over_ours"] == pytest.approx((2 / 2 + 6 / 4) / 2)
+    assert t["pred_over_meas"] == pytest.approx(0.9)
+    # the twin's forecast reads our rows with its kernel names: 0.8 x [2, 4] x [1, 1.5] against its 2 and 6 ms
+    assert t["twin_pred_over_meas"] == pytest.approx((0.8 + 0.8) / 2)
+    assert t["pred_over_twin_pred"] == pytest.approx((1.8 / 1.6 + 3.6 / 4.8) / 2)
+    assert measured.twin_table(own.assign(device="NVIDIA L4"), reference, predict).empty   # no twin: no row
+
+
+def test_twin_labels_by_hand():
+    setting = {"model": "gpt3_xl", "mode": "inference", "seq": 2048, "batch": 2}
+    own_e2e = pd.DataFrame([{"software": "s", "device": "NVIDIA H200", **setting, "option": "", "e2e_ms": 100.0,
+                             "neusight_ms": 90.0},
+                            {"software": "s", "device": "NVIDIA H200", **setting, "batch": 8, "option": "",
+                             "e2e_ms": 400.0, "neusight_ms": 300.0}])             # the twin has no label of it
+    ev = pd.DataFrame([{"device": "NVIDIA H100 80GB HBM3", **setting, "option": np.nan, "e2e_ms": 110.0,
+                        "neusight_ms": 100.0},
+                       {"device": "NVIDIA H100 80GB HBM3", **setting, "option": "fusion", "e2e_ms": 80.0,
+                        "neusight_ms": 70.0},
+                       {"device": "Tesla T4", **setting, "option": "", "e2e_ms": 900.0, "neusight_ms": 800.0}])
+    t = measured.twin_labels(own_e2e, ev)
+    assert list(t.columns) == measured.TWIN_LABEL_COLUMNS and len(t) == 1
+    assert t.iloc[0][["twin_e2e_ms", "twin_neusight_ms"]].tolist() == [110.0, 100.0]   # the plain label, not the fused
+    assert t.iloc[0]["twin_over_ours"] == pytest.approx(1.1) and t.iloc[0]["pred_over_twin_pred"] == pytest.approx(0.9)
+    assert t.iloc[0][["ape_pct", "twin_ape_pct"]].tolist() == pytest.approx([10.0, 100 / 11])
 
 
 def _write_label(root, gpu_name, stem, e2e_ms, software="torch2.13.0_cuda12.8"):

@@ -1213,3 +1213,76 @@ def test_05_size_guard_trial():
     worst = drops.loc["guarded", "worst_ratio"]     # the printed worst falls are the table's worst_ratio
     says(NB05, f"on L4 the guarded forecast still falls {worst['NVIDIA L4']:.2f} times from M = 128 to M = 224, on T4 "
                f"{worst['Tesla T4']:.2f} times")
+
+
+def test_04_own_measurements_reading():
+    """The H200 run: kernels forecast from its spec (04-measured and the three 04-measured-* tables)."""
+    score = table("04-measured").set_index("op_class")
+    order = ["BMM", "FC", "EW", "SOFTMAX", "LN"]
+    says(NB04, "the MAPE is " + and_list([f"{score.loc[c, 'mape_pct']:.1f}% ({CLASS_WORDS[c]})" for c in order]))
+    above_paper = [c for c in order if score.loc[c, "mape_pct"] > paper_ood()[c]]
+    assert above_paper == ["BMM", "FC", "EW", "SOFTMAX"]                  # "in four classes of five (not layernorm)"
+    assert (score["mape_pct"] > ours("OOD")[score.index]).all()            # "above our own OOD column in all five"
+    says(NB04, ", ".join(f"{score.loc[c, 'level_free_mape_pct']:.1f}%" for c in order[:-1])
+         + f" and {score.loc['LN', 'level_free_mape_pct']:.1f}% are left")
+    twin = table("04-measured-twin").set_index("op_class")
+    says(NB04, f"measured {twin.loc['BMM', 'shapes']} of these batched-matmul shapes and all {twin.loc['FC', 'shapes']} "
+               "linear shapes on the H100 too")
+    says(NB04, f"for {100 * twin.loc['BMM', 'same_kernel_share']:.0f}% and {100 * twin.loc['FC', 'same_kernel_share']:.0f}% "
+               f"of them, at the same speed: median H100 / H200 latency {twin.loc['BMM', 'twin_over_ours']:.2f} and "
+               f"{twin.loc['FC', 'twin_over_ours']:.2f}")
+    says(NB04, f"makes the H200 {100 * (1 - twin.loc['BMM', 'pred_over_twin_pred']):.0f}% (BMM) and "
+               f"{100 * (1 - twin.loc['FC', 'pred_over_twin_pred']):.0f}% (FC) faster than the H100")
+    says(NB04, f"median forecast / measured {twin.loc['BMM', 'pred_over_meas']:.2f} and {twin.loc['FC', 'pred_over_meas']:.2f} "
+               f"on the H200, {twin.loc['BMM', 'twin_pred_over_meas']:.2f} and {twin.loc['FC', 'twin_pred_over_meas']:.2f} on the H100")
+    size = table("04-measured-by-size").set_index(["op_class", "tensor_mb"])
+    big, fits, over = size.loc[("EW", "[240.0, inf)")], size.loc[("EW", "[8.0, 60.0)")], size.loc[("EW", "[60.0, 240.0)")]
+    says(NB04, f"element-wise forecast is off by {big['mape_pct']:.1f}%, with a median forecast / measured of {big['median_ratio']:.2f}")
+    says(NB04, f"the forecast is too slow (median {fits['median_ratio']:.2f}, MAPE {fits['mape_pct']:.1f}%), and from 60 to "
+               f"240 MB still {over['median_ratio']:.2f}")
+    small_ln = size.loc[("LN", "[0.0, 8.0)")]
+    assert small_ln["median_ratio"] < 1
+    says(NB04, f"Layernorm's tensors under 8 MB are forecast too fast instead (median {small_ln['median_ratio']:.2f})")
+    sm = table("04-measured-softmax-kernels").set_index("kernel")
+    assumed = sm.index.str.endswith("(as lib.tiles assumes)")
+    says(NB04, f"named the kernel that ran for {sm.loc[assumed, 'kernels'].sum()} of the {sm['kernels'].sum()} rows")
+    says(NB04, f"For {sm.loc['warp', 'kernels']} rows with H from 1,280 to 2,048 the warp kernel ran, and "
+               f"{sm.loc['block, registers', 'kernels'] + sm.loc['block, shared memory', 'kernels']} rows ran block kernels "
+               f"that hold the row in registers ({sm.loc['block, registers', 'kernels']}) or shared memory "
+               f"({sm.loc['block, shared memory', 'kernels']})")
+    block = sm.loc["block (as lib.tiles assumes)"]
+    assert block["mape_pct"] == sm["mape_pct"].max()                          # "the largest error"
+    says(NB04, f"forecast at {block['median_ratio']:.2f} times its measured time ({block['kernels']} rows, MAPE "
+               f"{block['mape_pct']:.1f}%)")
+    says(NB04, f"forecast too slow by less (median {sm.loc['warp (as lib.tiles assumes)', 'median_ratio']:.2f})")
+
+
+def test_05_own_measurements_reading():
+    """The H200's model latencies (05-measured, 05-measured-twin)."""
+    e = table("05-measured").assign(ratio=lambda d: d["neusight_ms"] / d["e2e_ms"])
+    by_mode = e.groupby("mode")["neusight_ape"].agg(["size", "mean"])
+    says(NB05, f"off by a mean APE of {by_mode.loc['inference', 'mean']:.1f}% ({by_mode.loc['inference', 'size']} inference "
+               f"settings) and {by_mode.loc['training', 'mean']:.1f}% ({by_mode.loc['training', 'size']} training)")
+    m = e.groupby("model").agg(ape=("neusight_ape", "mean"), ratio=("ratio", "median"))
+    decoders = m.loc[["gpt3_xl", "gpt3_27", "opt_13"], "ratio"]
+    says(NB05, f"BERT-Large {m.loc['bert_large', 'ape']:.1f}% (median forecast / measured {m.loc['bert_large', 'ratio']:.2f}), "
+               f"GPT-2 Large {m.loc['gpt2_large', 'ape']:.1f}% ({m.loc['gpt2_large', 'ratio']:.2f}), GPT3-XL "
+               f"{m.loc['gpt3_xl', 'ape']:.1f}%, GPT3-2.7B {m.loc['gpt3_27', 'ape']:.1f}% and OPT-1.3B {m.loc['opt_13', 'ape']:.1f}% "
+               f"({decoders.min():.2f} to {decoders.max():.2f}), SwitchTransformer {m.loc['switchxl4', 'ape']:.1f}% "
+               f"({m.loc['switchxl4', 'ratio']:.2f})")
+    switch = e[e["model"] == "switchxl4"]
+    short, long = switch[switch["seq"] == 512]["ratio"], switch[switch["seq"] == 2048]["ratio"].sort_values()
+    assert short.min() > 1 and long.max() < 1
+    says(NB05, f"too slow at 512 tokens ({short.min():.2f} to {short.max():.2f}) and too fast at 2,048 "
+               f"({long.iloc[0]:.2f} and {long.iloc[1]:.2f})")
+    t = table("05-measured-twin")
+    assert (t["twin_over_ours"] > 1).all()                                  # "our H200 ran every one faster"
+    says(NB05, f"The dataset measured {len(t)} of these settings on the H100 too")
+    says(NB05, f"H100 / H200 from {t['twin_over_ours'].min():.2f} to {t['twin_over_ours'].max():.2f}, median "
+               f"{t['twin_over_ours'].median():.2f}")
+    says(NB05, f"below the H100's for {(t['pred_over_twin_pred'] < 1).sum()} of the {len(t)} (median "
+               f"{t['pred_over_twin_pred'].median():.2f} times)")
+    here, twin = t["ape_pct"], t["twin_ape_pct"]
+    inf, train = t["mode"] == "inference", t["mode"] == "training"
+    says(NB05, f"its mean APE is {here[inf].mean():.1f}% (inference) and {here[train].mean():.1f}% (training) on the H200, "
+               f"against {twin[inf].mean():.1f}% and {twin[train].mean():.1f}%")

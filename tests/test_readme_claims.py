@@ -874,10 +874,23 @@ def test_softmax_even_split():
 
 
 def test_own_measurements_are_as_the_readme_says():
-    """The README's 'Not yet' item: this project's own kernel and model measurements (04-measured, 05-measured)."""
-    kernels, models = table("04-measured"), table("05-measured")
-    assert kernels.empty and models.empty, "the README says both are empty so far: say what was measured instead"
-    say("(`figures/tables/05-measured.csv`); both are empty so far")
+    """The README's item on this project's own measurements: one H200 (04-measured, 05-measured, 05-measured-twin)."""
+    kernels, models, twin = table("04-measured"), table("05-measured"), table("05-measured-twin")
+    assert set(kernels["device"]) == set(models["device"]) == {"NVIDIA H200"}, "the README speaks of one H200"
+    say(f"{kernels['kernels'].sum():,} kernels of 15 ops and the dataset's {len(models)} plain label settings")
+    score = kernels.set_index("op_class")["mape_pct"]
+    words = {"BMM": "BMM", "FC": "FC", "EW": "element-wise", "SOFTMAX": "softmax", "LN": "layernorm"}
+    say("the kernel MAPE is " + ", ".join(f"{score[c]:.1f}% ({words[c]})" for c in ("BMM", "FC", "EW", "SOFTMAX"))
+        + f" and {score['LN']:.1f}% (layernorm)")
+    mean = models.groupby("mode")["neusight_ape"].mean()
+    say(f"mean APE {mean['inference']:.1f}% for inference and {mean['training']:.1f}% for training")
+    perop = table("perop")
+    ood = perop[(perop["source"] == "ours") & (perop["method"] == SPEC) & (perop["split"] == "OOD")]
+    assert (score > ood.set_index("op_class")["mape_pct"][score.index]).all()   # "worse in every kernel class"
+    twin_ape, here_ape = twin.groupby("mode")["twin_ape_pct"].mean(), twin.groupby("mode")["ape_pct"].mean()
+    assert (here_ape > twin_ape).all()
+    say(f"the dataset's H100 labels of {len(twin)} of these settings ({twin_ape['inference']:.1f}% and "
+        f"{twin_ape['training']:.1f}%)")
 
 
 def test_size_steps():
