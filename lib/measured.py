@@ -15,7 +15,7 @@ import pandas as pd
 
 from . import paths
 from .data import OP_CLASS, read_kernel_csv
-from .devices import DeviceError, device_by_name
+from .devices import DeviceError, device_by_name, load_device
 from .labels import LABEL_COLUMNS as DATASET_LABEL_COLUMNS
 from .labels import LABEL_FILE, load_labels
 from .metrics import ape, mape
@@ -131,6 +131,23 @@ def twin_table(df: pd.DataFrame, reference: pd.DataFrame, predict, twins: dict =
                          "twin_pred_over_meas": float(np.median(c["twin_pred_ms"] / c["twin_ms"])),
                          "pred_over_twin_pred": float(np.median(c["pred_ms"] / c["twin_pred_ms"]))})
     return pd.DataFrame(rows, columns=TWIN_COLUMNS)
+
+
+SPEC_FIELDS = ("mem_gb", "mem_bw_gbps", "num_sm", "cores_per_sm", "freq_mhz", "peak_gflops", "l2_mb")
+
+
+# ratio = collector / spec JSON per field; the collector's Dev_Mem is GiB as the driver reports it, the spec's GB
+def collector_specs(root: Path | str = paths.MEASURED) -> pd.DataFrame:
+    """Each run's device.json (read from the driver by the collector) beside the spec JSON that its forecasts read,
+    one row per run and SPEC_FIELDS field (notebook 04)."""
+    rows = []
+    for f in sorted(Path(root).glob("*/device.json")):
+        read = load_device(f)
+        spec = device_by_name(read.name)
+        rows += [{"run": f.parent.name, "device": read.name, "field": field, "spec_json": getattr(spec, field),
+                  "collector": getattr(read, field)} for field in SPEC_FIELDS]
+    df = pd.DataFrame(rows, columns=["run", "device", "field", "spec_json", "collector"])
+    return df.assign(ratio=df["collector"] / df["spec_json"])
 
 
 def measured_labels(root: Path | str = paths.MEASURED / "labels") -> pd.DataFrame:

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import measured, profile
+from lib import measured, paths, profile
 
 
 def _write_run(root, device="NVIDIA H200"):
@@ -52,6 +52,18 @@ def test_a_gpu_without_a_spec_json_is_named(tmp_path):
     _write_run(tmp_path, device="NVIDIA Fake GPU")
     with pytest.raises(measured.MeasuredError, match=r"measured run NVIDIA_H200_torch2.13.0_cuda12.8: no spec JSON for 'NVIDIA Fake GPU'"):
         measured.score_measured(measured.measured_kernels(tmp_path), lambda rows, device: rows["latency_ms"])
+
+
+def test_collector_specs_sit_beside_the_spec_json(tmp_path):
+    run = _write_run(tmp_path)
+    spec = json.loads((paths.DEVICES_ADDED / "NVIDIA_H200.json").read_text())
+    (run / "device.json").write_text(json.dumps({**spec, "L2Cache": 60.0, "Dev_Mem": 139.8}))
+    t = measured.collector_specs(tmp_path).set_index("field")
+    assert list(t.index) == list(measured.SPEC_FIELDS) and set(t["run"]) == {run.name}
+    assert (t.loc["l2_mb", "spec_json"], t.loc["l2_mb", "collector"]) == (50.0, 60.0)
+    assert t.loc["l2_mb", "ratio"] == pytest.approx(1.2) and t.loc["num_sm", "ratio"] == 1.0
+    assert t.loc["mem_gb", "ratio"] == pytest.approx(139.8 / 141)
+    assert measured.collector_specs(tmp_path / "none").empty
 
 
 def test_error_table_by_hand():

@@ -1286,3 +1286,21 @@ def test_05_own_measurements_reading():
     inf, train = t["mode"] == "inference", t["mode"] == "training"
     says(NB05, f"its mean APE is {here[inf].mean():.1f}% (inference) and {here[train].mean():.1f}% (training) on the H200, "
                f"against {twin[inf].mean():.1f}% and {twin[train].mean():.1f}%")
+
+
+def test_04_own_measurements_driver_spec():
+    """The H200 forecast again from the collector's device.json, a sensitivity (04-measured-driver-spec)."""
+    t = table("04-measured-driver-spec").set_index("op_class")["mape_pct_driver_spec"]
+    says(NB04, "the MAPE becomes " + ", ".join(f"{t[c]:.1f}% ({CLASS_WORDS[c]})" for c in ("BMM", "FC", "EW", "SOFTMAX"))
+         + f" and {t['LN']:.1f}% (layernorm)")
+    moved = table("04-measured").set_index("op_class")["mape_pct"]["EW"] - t["EW"]
+    assert 4.5 <= moved < 5                                                  # "by nearly five points"
+    from lib.measured import collector_specs
+    specs = collector_specs().set_index("field")
+    same = ["num_sm", "cores_per_sm", "freq_mhz", "peak_gflops"]
+    assert (specs.loc[same, "ratio"] == 1).all()
+    says(NB04, f"bandwidth ({specs.loc['mem_bw_gbps', 'collector']:,.0f} against {specs.loc['mem_bw_gbps', 'spec_json']:,.0f} "
+               f"GB/s); memory reads {specs.loc['mem_gb', 'collector']:.1f} GiB against the datasheet's "
+               f"{specs.loc['mem_gb', 'spec_json']:.0f} GB; and the L2 cache reads {specs.loc['l2_mb', 'collector']:.0f} MiB "
+               f"where the spec JSON")
+    says(NB04, f"has the H100's {specs.loc['l2_mb', 'spec_json']:.0f} MB")
