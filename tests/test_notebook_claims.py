@@ -1216,7 +1216,7 @@ def test_05_size_guard_trial():
 
 
 def test_04_own_measurements_reading():
-    """The H200 run: kernels forecast from its spec (04-measured and the three 04-measured-* tables)."""
+    """The H200 run: kernels forecast from its spec (04-measured, -by-size, -softmax-kernels and -twin)."""
     score = table("04-measured").set_index("op_class")
     order = ["BMM", "FC", "EW", "SOFTMAX", "LN"]
     says(NB04, "the MAPE is " + and_list([f"{score.loc[c, 'mape_pct']:.1f}% ({CLASS_WORDS[c]})" for c in order]))
