@@ -56,21 +56,6 @@ def forecast_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
     return pd.concat(parts) if parts else df.assign(pred_ms=pd.Series(dtype=float))
 
 
-# level_free_mape_pct = MAPE of pred / median(pred / meas) per run and class: the error left once one level per GPU and
-# class is taken out (a diagnosis that reads the measurements, as lib.metrics.never_trained_table's column)
-def score_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
-    """Kernels, MAPE (%), median forecast / measured and level-free MAPE (%) per run and op class;
-    predict(rows, device) -> ms (notebook 04)."""
-    rows = []
-    for (run, device, op_class), c in forecast_measured(df, predict).groupby(["run", "device", "op_class"], sort=True):
-        ratio = c["pred_ms"] / c["latency_ms"]
-        rows.append({"run": run, "device": device, "op_class": op_class, "kernels": len(c),
-                     "mape_pct": mape(c["pred_ms"], c["latency_ms"]), "median_ratio": float(np.median(ratio)),
-                     "level_free_mape_pct": mape(c["pred_ms"] / np.median(ratio), c["latency_ms"])})
-    return pd.DataFrame(rows, columns=["run", "device", "op_class", "kernels", "mape_pct", "median_ratio",
-                                       "level_free_mape_pct"])
-
-
 def error_table(df: pd.DataFrame, by: str) -> pd.DataFrame:
     """Kernels, MAPE (%) and median forecast / measured per run, op class and `by` value of forecast_measured rows
     (notebook 04)."""
@@ -78,6 +63,24 @@ def error_table(df: pd.DataFrame, by: str) -> pd.DataFrame:
         ["run", "op_class", by], sort=True, observed=True)
     return pd.DataFrame({"kernels": g.size(), "mape_pct": g["err"].mean(),
                          "median_ratio": g["ratio"].median()}).reset_index()
+
+
+SCORE_COLUMNS = ["run", "device", "op_class", "kernels", "mape_pct", "median_ratio", "level_free_mape_pct"]
+
+
+# level_free_mape_pct = MAPE of pred / median(pred / meas) per run and class: the error left once one level per GPU and
+# class is taken out (a diagnosis that reads the measurements, as lib.metrics.never_trained_table's column)
+def score_forecasts(pred: pd.DataFrame) -> pd.DataFrame:
+    """SCORE_COLUMNS per run and op class of forecast_measured rows (notebook 04)."""
+    level = (pred["pred_ms"] / pred["latency_ms"]).groupby([pred["run"], pred["op_class"]]).transform("median")
+    out = error_table(pred, "device")
+    free = error_table(pred.assign(pred_ms=pred["pred_ms"] / level), "device")
+    return out.assign(level_free_mape_pct=free["mape_pct"].to_numpy())[SCORE_COLUMNS]
+
+
+def score_measured(df: pd.DataFrame, predict) -> pd.DataFrame:
+    """score_forecasts of forecast_measured(df, predict); predict(rows, device) -> ms (notebook 04)."""
+    return score_forecasts(forecast_measured(df, predict))
 
 
 # PyTorch 2.1 (the dataset's, and lib.tiles') runs softmax_warp_forward for H <= 1024 and cunn_SoftMaxForward above;
@@ -120,9 +123,8 @@ def twin_table(df: pd.DataFrame, reference: pd.DataFrame, predict, twins: dict =
         both = d.merge(theirs, on=["op", "B", "M", "N", "K", "H"], how="inner")
         if both.empty:
             continue
-        pred = forecast_measured(both, predict)["pred_ms"]
-        twin_pred = predict(both.assign(kernel_name=both["twin_kernel"]), device_by_name(twins[device]))
-        both = both.assign(pred_ms=pred, twin_pred_ms=twin_pred)
+        both = both.assign(pred_ms=predict(both, device_by_name(device)),
+                           twin_pred_ms=predict(both.assign(kernel_name=both["twin_kernel"]), device_by_name(twins[device])))
         for op_class, c in both.groupby("op_class", sort=True):
             rows.append({"run": run, "device": device, "twin": twins[device], "op_class": op_class, "shapes": len(c),
                          "same_kernel_share": float((c["kernel_name"] == c["twin_kernel"]).mean()),
