@@ -2,7 +2,7 @@
 
   python -m lib.profile --ops bmm,linear --dims train|test|DIMS.csv --output OUT.csv
                         [--repeat 30] [--warmup 10] [--sample N] [--seed 0] [--max-seconds S]
-                        [--device-json OUT.json] [--overwrite]
+                        [--device-json OUT.json] [--overwrite] [--flush-l2]
 
 The ops, shape lists, timing and kernel-trace parsing live in lib.profile_ops (re-exported here);
 this module holds the collection loop, the dataset-schema CSV, the device JSON and the CLI.
@@ -17,10 +17,10 @@ from pathlib import Path
 
 from . import paths
 from .cli import Parser
-from .profile_ops import (ALL_OPS, DIMS_LIST, EW_OPS, GEMM_DIMS, GEMM_OPS, KEEP_FRACTION,  # noqa: F401
-                          LABEL, SCALAR, SLOW_MS, VEC_DIMS, VEC_OPS, ProfileError, build_op,
+from .profile_ops import (ALL_OPS, DIMS_LIST, EW_OPS, FLUSH_L2_FACTOR, GEMM_DIMS, GEMM_OPS,  # noqa: F401
+                          KEEP_FRACTION, LABEL, SCALAR, SLOW_MS, VEC_DIMS, VEC_OPS, ProfileError, build_op,
                           dataset_dims_file, dims_of, fastest_mean, footprint_bytes, kernel_columns,
-                          kernels_by_label, profile_kernels, read_dims, time_op)
+                          kernels_by_label, l2_flusher, profile_kernels, read_dims, time_op)
 
 # The dataset's CSV columns, in its order; the op's dims follow.
 SCHEMA = ("OPName", "Latency", "Device", "Torch Version", "CUDNN Version", "Kernel Name",
@@ -87,6 +87,11 @@ def versions(torch) -> dict:
     return {"Torch Version": "p" + torch.__version__.split("+")[0],
             "CUDNN Version": torch.backends.cudnn.version() or "",
             "CUDA Version": "cu" + cuda.replace(".", "")}
+
+
+# Kernels timed with the L2 flushed (collect's flush_l2) go to this subfolder of their run folder, apart from the
+# dataset-method CSVs that lib.measured reads (data/measured/README.md).
+FLUSH_L2_FOLDER = "flush-l2"
 
 
 def run_folder(torch, index: int = 0) -> str:
@@ -174,9 +179,9 @@ def warm_up_clocks(torch, seconds: float = WARM_UP_S, clock=time.monotonic) -> i
 def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repeat: int = 30,
             sample: int | None = None, seed: int = 0, device_json: Path | None = None,
             chunk: int = 100, max_seconds: float | None = None, overwrite: bool = False,
-            warm_up_s: float = 0.0) -> Path:
+            warm_up_s: float = 0.0, flush_l2: bool = False) -> Path:
     """Measure every (op, shape) on GPU 0 and write one dataset-schema CSV, after warm_up_s seconds of
-    warm_up_clocks (notebook 01)."""
+    warm_up_clocks; flush_l2: the L2 flushed before every timed call (l2_flusher), unlike the dataset (notebook 01)."""
     refuse_existing(output, overwrite)
     torch = require_cuda()
     from tqdm import tqdm
@@ -191,6 +196,7 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
     num_sm = torch.cuda.get_device_properties(0).multi_processor_count
     fixed = {"Device": name, **versions(torch)}
     work = [(op, s) for op in ops for s in sample_shapes(op, dims_arg, sample, seed)]
+    before = l2_flusher(torch, torch.cuda.get_device_properties(0).L2_cache_size) if flush_l2 else None
     if warm_up_s > 0:
         warm_up_clocks(torch, warm_up_s)
     rows, batch, calls, held, start = [], [], [], 0, time.monotonic()
@@ -228,7 +234,7 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
             fn = failed = None
             try:
                 fn = build_op(op, shape, device="cuda", seed=seed)
-                latency = time_op(fn, warmup, repeat)
+                latency = time_op(fn, warmup, repeat, before=before)
             except RuntimeError as e:   # out of memory, a cuBLAS or launch error: this shape only
                 print(f"skip {op} {shape}: {error_line(e)}", file=sys.stderr)
                 if not isinstance(e, torch.cuda.OutOfMemoryError):
@@ -279,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-seconds", type=float, default=None, help="stop (and write) after this long")
     ap.add_argument("--device-json", type=Path, default=None, help="also write the GPU's spec JSON here")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    ap.add_argument("--flush-l2", action="store_true",
+                    help=f"overwrite {FLUSH_L2_FACTOR} x the L2's size before every timed call (the dataset did not)")
     a = ap.parse_args(argv)
     try:
         ops = [o.strip() for o in a.ops.split(",") if o.strip()]
@@ -287,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.repeat < 1 or a.warmup < 0:
             raise ProfileError("--repeat must be >= 1 and --warmup >= 0")
         collect(ops, a.dims, a.output, a.warmup, a.repeat, a.sample, a.seed, a.device_json,
-                max_seconds=a.max_seconds, overwrite=a.overwrite, warm_up_s=WARM_UP_S)
+                max_seconds=a.max_seconds, overwrite=a.overwrite, warm_up_s=WARM_UP_S, flush_l2=a.flush_l2)
     except ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

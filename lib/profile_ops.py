@@ -119,8 +119,9 @@ def build_op(op: str, shape: tuple[int, ...], device="cpu", seed: int = 0):
     return table[op]
 
 
-def time_op(fn, warmup: int = 10, repeat: int = 30) -> float:
-    """Latency (ms): mean of the fastest KEEP_FRACTION of `repeat` CUDA-event-timed calls."""
+def time_op(fn, warmup: int = 10, repeat: int = 30, before=None) -> float:
+    """Latency (ms): mean of the fastest KEEP_FRACTION of `repeat` CUDA-event-timed calls; `before()`, if given, runs
+    ahead of each timed call outside its events (l2_flusher's flush)."""
     import torch
 
     fn()                     # the first call also loads the kernel and sets up cuBLAS: the slow test times the next
@@ -138,11 +139,26 @@ def time_op(fn, warmup: int = 10, repeat: int = 30) -> float:
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeat)]
     for s, e in zip(starts, ends):
+        if before is not None:
+            before()
         s.record()
         fn()
         e.record()
     torch.cuda.synchronize()
     return fastest_mean([s.elapsed_time(e) for s, e in zip(starts, ends)])
+
+
+# An L2 flush: writing a buffer of FLUSH_L2_FACTOR x the L2's size between timed calls evicts every line the calls
+# before left there, so each timed call reads its inputs from DRAM (Triton's do_bench zeroes a 256 MB buffer alike).
+# The dataset timed without a flush: inputs smaller than the L2 ran cache-hot (data/measured/README.md).
+FLUSH_L2_FACTOR = 2
+
+
+def l2_flusher(torch, l2_bytes: int, device: str = "cuda"):
+    """A no-argument function that overwrites FLUSH_L2_FACTOR x l2_bytes of `device` memory (notebook 01)."""
+    if l2_bytes <= 0:
+        raise ProfileError(f"L2 cache size {l2_bytes} bytes: cannot size an L2 flush")
+    return torch.empty(FLUSH_L2_FACTOR * l2_bytes, dtype=torch.uint8, device=device).zero_
 
 
 def fastest_mean(times_ms: list[float], keep: float = KEEP_FRACTION) -> float:

@@ -22,6 +22,9 @@ def _write_run(root, device="NVIDIA H200"):
 def test_collector_files_read_back_as_one_table(tmp_path):
     run = _write_run(tmp_path)
     (run / "device.json").write_text("{}")                    # beside the CSVs, not a kernel file
+    flushed = run / profile.FLUSH_L2_FOLDER                   # timed the L2 flushed: not the dataset's method
+    flushed.mkdir()
+    (flushed / "ln.csv").write_text((run / "ln.csv").read_text())
     df = measured.measured_kernels(tmp_path)
     assert list(df.columns) == list(measured.COLUMNS) and len(df) == 3
     assert set(df["run"]) == {run.name} and list(df["op_class"]) == ["BMM", "BMM", "LN"]

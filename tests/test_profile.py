@@ -14,7 +14,8 @@ def test_profile_reexports_the_ops_module():
     # notebooks and scripts import everything from lib.profile, as before the split
     for name in ("ProfileError", "read_dims", "dims_of", "dataset_dims_file", "build_op", "footprint_bytes",
                  "time_op", "fastest_mean", "kernels_by_label", "kernel_columns", "profile_kernels",
-                 "GEMM_DIMS", "VEC_DIMS", "VEC_OPS", "ALL_OPS", "SCALAR", "KEEP_FRACTION"):
+                 "GEMM_DIMS", "VEC_DIMS", "VEC_OPS", "ALL_OPS", "SCALAR", "KEEP_FRACTION", "l2_flusher",
+                 "FLUSH_L2_FACTOR"):
         assert getattr(P, name) is getattr(profile_ops, name), name
 
 
@@ -101,7 +102,7 @@ def fake_gpu(monkeypatch, tmp_path):
     fake = _fake_cuda()
     monkeypatch.setattr(P, "require_cuda", lambda: fake)
     monkeypatch.setattr(P, "build_op", lambda op, shape, device, seed: profile_ops.build_op(op, shape, "cpu", seed))
-    monkeypatch.setattr(P, "time_op", lambda fn, warmup, repeat: 0.01 * fn().shape[0])
+    monkeypatch.setattr(P, "time_op", lambda fn, warmup, repeat, before=None: 0.01 * fn().shape[0])
     monkeypatch.setattr(P, "profile_kernels",
                         lambda calls, num_sm: [{"Kernel Name": "sm90_xmma_gemm_128x64", "Kernels": ";k"}] * len(calls))
     dims = tmp_path / "dims.csv"
@@ -127,12 +128,33 @@ def test_collect_writes_the_schema_and_sets_fp32(fake_gpu, tmp_path):
     assert (tmp_path / "m" / "d.json").is_file() and not list((tmp_path / "m").glob(".tmp-*"))
 
 
+def test_collect_flushes_the_l2_only_when_asked(fake_gpu, tmp_path, monkeypatch):
+    # the flush is sized from the GPU's L2 (the fake's 50 MiB) and handed to every time_op call; without
+    # flush_l2, no buffer is made and time_op gets none
+    fake, dims = fake_gpu
+    made, seen = [], []
+
+    def flush():
+        pass
+    monkeypatch.setattr(P, "l2_flusher", lambda torch, l2_bytes: made.append(l2_bytes) or flush)
+
+    def time_op(fn, warmup, repeat, before=None):
+        seen.append(before)
+        return 1.0
+    monkeypatch.setattr(P, "time_op", time_op)
+    P.collect(["bmm"], str(dims), tmp_path / "flushed.csv", flush_l2=True)
+    assert made == [50 * 2**20] and seen == [flush] * 7
+    made.clear(), seen.clear()
+    P.collect(["bmm"], str(dims), tmp_path / "plain.csv")
+    assert made == [] and seen == [None] * 7
+
+
 def test_collect_skips_a_failing_shape_and_keeps_the_rest(fake_gpu, tmp_path, monkeypatch, capsys):
     fake, dims = fake_gpu
     import weakref
     failed = []
 
-    def time_op(fn, warmup, repeat):
+    def time_op(fn, warmup, repeat, before=None):
         b = fn().shape[0]
         if b == 3:
             failed.append(weakref.ref(fn))
@@ -161,7 +183,7 @@ def test_collect_stops_when_an_error_broke_the_gpu(fake_gpu, tmp_path, monkeypat
     fake, dims = fake_gpu
     broken = []
 
-    def time_op(fn, warmup, repeat):
+    def time_op(fn, warmup, repeat, before=None):
         if fn().shape[0] == 4:
             broken.append(True)
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
@@ -213,7 +235,7 @@ def test_collect_writes_after_each_batch_and_keeps_them_when_stopped(fake_gpu, t
     out = tmp_path / "bmm.csv"
     seen_on_disk = []
 
-    def time_op(fn, warmup, repeat):
+    def time_op(fn, warmup, repeat, before=None):
         seen_on_disk.append(len(_rows(out)) if out.exists() else 0)
         if fn().shape[0] == 6:
             raise KeyboardInterrupt
@@ -260,3 +282,11 @@ def test_collect_warms_up_before_timing(fake_gpu, tmp_path, monkeypatch):
     assert calls == [1.0]
     P.collect(["bmm"], str(fake_gpu[1]), tmp_path / "none.csv", warmup=1, repeat=1)   # default: none
     assert calls == [1.0]
+
+
+def test_the_command_passes_flush_l2_to_collect(monkeypatch, tmp_path):
+    seen = []
+    monkeypatch.setattr(P, "collect", lambda *a, **kw: seen.append(kw["flush_l2"]))
+    for extra in ([], ["--flush-l2"]):
+        assert P.main(["--ops", "add", "--dims", "test", "--output", str(tmp_path / "o.csv"), *extra]) == 0
+    assert seen == [False, True]

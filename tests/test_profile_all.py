@@ -77,7 +77,7 @@ class FakeRun:
 
     def __init__(self, monkeypatch, tmp_path, op_s=10.0, model_s=30.0, fail=(), settings=None, short=(),
                  breaks=None):
-        self.now, self.calls, self.fail, self.broken = 0.0, [], set(fail), False
+        self.now, self.calls, self.fail, self.broken, self.flushed = 0.0, [], set(fail), False, []
         self.settings = settings or [("a", "inference", 1, 8), ("a", "training", 1, 8), ("b", "inference", 1, 8)]
         gpu = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=self.synchronize))
         monkeypatch.setattr(P, "require_cuda", lambda: gpu)
@@ -90,8 +90,9 @@ class FakeRun:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("{}")
 
-        def collect(ops, dims, out_csv, sample, seed, max_seconds, overwrite):
+        def collect(ops, dims, out_csv, sample, seed, max_seconds, overwrite, flush_l2=False):
             self.calls.append(("collect", ops[0], max_seconds))
+            self.flushed.append(flush_l2)
             self.now += op_s
             if ops[0] in self.fail:
                 self.broken = ops[0] == breaks
@@ -139,6 +140,7 @@ def test_without_a_budget_every_op_gets_its_cap_and_every_setting_runs(monkeypat
     # device.json, then one warm-up of the GPU's clocks before anything is timed (lib.profile.warm_up_clocks)
     assert run.calls[:3] == [("device.json",), ("warm-up", P.WARM_UP_S), ("collect", "add", 500)]
     assert run.ran("collect") == [("add", 500), ("bmm", 500), ("linear", 500)]     # the GEMMs last
+    assert run.flushed == [False] * 3                                            # as the dataset timed
     assert [c[:2] for c in run.ran("measure")] == [("a", "inference"), ("b", "inference"), ("a", "training")]
     assert len(out["kernel_csvs"]) == 3 and len(out["labels"]) == 3
     assert out["kept"] == out["partial"] == out["skipped"] == out["failed"] == []
@@ -189,6 +191,19 @@ def test_an_error_that_breaks_the_gpu_stops_the_run(monkeypatch, tmp_path):
     run = FakeRun(monkeypatch, tmp_path / "model", fail={"a"}, breaks="a")
     out = PA.profile_all(run.params, clock=run.clock)
     assert [c[:2] for c in run.ran("measure")] == [("a", "inference")] and len(out["failed"]) == 2
+
+
+def test_a_flushed_run_times_the_kernels_alone_into_their_own_folder(monkeypatch, tmp_path):
+    # --flush-l2: every op flushed, its CSV in <run folder>/flush-l2 (apart from the dataset-method CSVs), no model
+    # setting (a model pass is not one kernel), and the kernels share the whole budget: 100 s over 3 ops
+    run = FakeRun(monkeypatch, tmp_path)
+    out = PA.profile_all(run.params, budget_s=100, clock=run.clock, flush_l2=True)
+    assert run.ran("collect") == [("add", pytest.approx(100 / 3)), ("bmm", 45), ("linear", 80)]
+    assert run.flushed == [True] * 3 and run.ran("measure") == []
+    folder = Path(run.params["profile_out_dir"]) / "NVIDIA_Fake_torch2_cuda12"
+    assert out["kernel_csvs"] == [folder / P.FLUSH_L2_FOLDER / f"{op}.csv" for op in ("add", "bmm", "linear")]
+    assert (folder / "device.json").exists() and not list(folder.glob("*.csv"))
+    assert out["labels"] == out["skipped"] == out["failed"] == []
 
 
 def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):

@@ -139,6 +139,47 @@ def test_time_op_decides_on_the_second_call(monkeypatch, later_ms, calls, latenc
     assert n[0] == calls
 
 
+def test_a_flush_runs_before_each_timed_call_outside_its_events(monkeypatch):
+    # a fake GPU clock: every call costs 2 ms, a flush 100 ms; the flush runs once ahead of each of the 30 timed
+    # calls (not the warm-up ones), before the start event, so the latency is the call's 2 ms alone
+    clock, log = [0.0], []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = clock[0]
+            log.append("event")
+
+    Event.elapsed_time = lambda self, end: end.t - self.t
+
+    def fn():
+        clock[0] += 2.0
+        log.append("call")
+
+    def flush():
+        clock[0] += 100.0
+        log.append("flush")
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    assert P.time_op(fn, warmup=10, repeat=30, before=flush) == 2.0
+    assert log.count("flush") == 30 and log.count("call") == 1 + 1 + 10 + 30
+    timed = log[log.index("flush"):]
+    assert timed == ["flush", "event", "call", "event"] * 30
+
+
+def test_l2_flusher_overwrites_twice_the_l2():
+    flush = P.l2_flusher(torch, 48, device="cpu")
+    buf = flush.__self__                       # the buffer the flush writes
+    buf.fill_(7)
+    assert buf.numel() == P.FLUSH_L2_FACTOR * 48 == 96 and buf.dtype == torch.uint8
+    flush()
+    assert int(buf.sum()) == 0
+    with pytest.raises(P.ProfileError, match="L2 cache size 0 bytes: cannot size an L2 flush"):
+        P.l2_flusher(torch, 0, device="cpu")
+
+
 def test_read_dims_skips_comment_lines(tmp_path):
     # '#' lines are notes, not shapes
     f = tmp_path / "d.csv"
