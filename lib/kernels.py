@@ -2,10 +2,14 @@
 
     python -m lib.kernels --device DEVICE.json --input KERNELS.csv --output PRED.csv \
         [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier] [--config CONFIGS.json]
+        [--dtype fp32|fp16]
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
 the others; `bytes` for op 'mem'); other columns are carried through, but a `dtype`, `precision` or `data_type`
 column must say fp32 (or be blank): the predictors learned fp32 kernels only. PRED.csv = input + pred_ms.
+--dtype fp16 forecasts GEMMs (bmm, linear) on tensor cores instead, by the fp32 predictors on an equivalent device
+(lib.precision: NeuSight or roofline; the fp16 peak from the device JSON's `Fp16TensorFLOPs` or lib.precision's table),
+an extrapolation that warns on stderr; a precision column must then say fp16.
 --tiles oracle also reads `kernel_name` and, for a name without a tile, `grid_x`, `grid_y` (AMD: `block_x`); a
 dataset CSV names them as lib.data.RENAME does (`Kernel Name`, `Grid x`, ...) and is an input as it is. KERNELS.csv
 may be a pipe (/dev/stdin): it is read once.
@@ -41,6 +45,7 @@ from .envelope import cap
 from .features import add_features
 from .roofline import add_roofline
 from .ops import GEMM_DIMS, GEMM_OPS, VEC_DIMS
+from .precision import FP16_NAMES, FP16_OPS, PrecisionError, fp16_device, fp16_note, tensor_gflops
 from .tiles import gemm_tile_from_name
 
 METHODS = ("neusight", "roofline", "habitat", "li")
@@ -103,15 +108,39 @@ PRECISION_COLUMNS = ("dtype", "precision", "data_type")
 FP32_NAMES = ("fp32", "float32", "torch.float32", "float", "f32", "single")
 
 
-def _check_precision(df: pd.DataFrame) -> None:
-    """KernelInputError naming the first row whose dtype/precision column (any case) names anything but fp32."""
-    for col in [c for c in df.columns if str(c).strip().lower() in PRECISION_COLUMNS]:
+def _check_precision(df: pd.DataFrame, names: tuple = FP32_NAMES) -> None:
+    """KernelInputError naming the first row whose dtype/precision column (any case) names anything but `names`
+    (fp32's, or lib.precision.FP16_NAMES under --dtype fp16)."""
+    for col in _precision_columns(df):
         text = df[col].astype(str).str.strip().str.lower()
-        bad = df[col].notna().to_numpy() & (text != "").to_numpy() & ~text.isin(FP32_NAMES).to_numpy()
+        bad = df[col].notna().to_numpy() & (text != "").to_numpy() & ~text.isin(names).to_numpy()
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise KernelInputError(f"column {col!r} asks for {df[col].iloc[i]!r} (row {i}): the predictors learned "
-                                   f"fp32 kernels only (TF32 off); drop the column or give fp32")
+            raise KernelInputError(
+                f"column {col!r} asks for {df[col].iloc[i]!r} (row {i}): " +
+                ("the predictors learned fp32 kernels only (TF32 off); drop the column or give fp32 (--dtype fp16: "
+                 "GEMMs on tensor cores)" if names == FP32_NAMES else f"--dtype says {names[0]}"))
+
+
+def _precision_columns(df: pd.DataFrame) -> list:
+    """The columns of df named as PRECISION_COLUMNS, in any case."""
+    return [c for c in df.columns if str(c).strip().lower() in PRECISION_COLUMNS]
+
+
+def _as_fp16(kernels: pd.DataFrame, device: Device, device_path: str, method: str) -> tuple[pd.DataFrame, Device]:
+    """(kernels, device) for --dtype fp16: GEMM rows only, any precision column saying fp16 (then dropped), and the
+    device on which the fp32 predictors see them as fp16 tensor-core GEMMs (lib.precision)."""
+    if method not in ("neusight", "roofline"):
+        raise KernelInputError(f"--dtype fp16 forecasts with neusight or roofline, not {method}")
+    _check_precision(kernels, FP16_NAMES)
+    if "op" in kernels.columns:
+        other = ~kernels["op"].astype(str).str.strip().isin(FP16_OPS).to_numpy()
+        if other.any():
+            i = int(np.flatnonzero(other)[0])
+            raise KernelInputError(f"row {i}: op {kernels['op'].iloc[i]!r}: --dtype fp16 forecasts GEMMs "
+                                   f"({', '.join(FP16_OPS)}) on tensor cores only")
+    return (kernels.drop(columns=_precision_columns(kernels)),
+            fp16_device(device, tensor_gflops(device, device_path)))
 
 
 def _booleans(col: pd.Series) -> np.ndarray:
@@ -389,16 +418,20 @@ def main(argv=None) -> int:
     ap.add_argument("--tiles", default="spec", choices=TILES,
                     help="GEMM tile rule: spec (default, from the spec only); oracle needs kernel_name")
     ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
+    ap.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"),
+                    help="fp16: GEMMs on tensor cores, by the fp32 predictors on an equivalent device (lib.precision)")
     args = ap.parse_args(argv)
     if args.output != "-" and (problem := paths.output_problem(args.output, (args.input, args.device, args.config))):
         print(f"error: --output {args.output}: {problem}", file=sys.stderr)
         return 2
     try:
-        device = load_device(args.device)
+        spec = device = load_device(args.device)
         cfg_by_class = _read_config(args.config) if args.config else None
         table, as_read = _read_kernels(args.input)
         kernels = table.rename(columns=INPUT_NAMES)
         try:
+            if args.dtype == "fp16":
+                kernels, device = _as_fp16(kernels, spec, args.device, args.method)
             with np.errstate(over="ignore", invalid="ignore"):   # overflow is reported just below
                 pred = predict_kernels(kernels, device, args.method, args.tiles, cfg_by_class)
         except KernelInputError as e:
@@ -417,11 +450,11 @@ def main(argv=None) -> int:
                   f"{len(pred)} rows", file=sys.stderr)
         if "pred_ms" in table.columns:
             print(f"note: {args.input} has a pred_ms column; the output replaces it", file=sys.stderr)
-        if other := _other_gpus(table, device):
+        if other := _other_gpus(table, spec):
             print(f"note: {args.input}'s {other[0]} column names other GPUs ({', '.join(other[1][:3])}"
-                  f"{', ...' if len(other[1]) > 3 else ''}); every row is forecast for {device.name} (--device)",
+                  f"{', ...' if len(other[1]) > 3 else ''}); every row is forecast for {spec.name} (--device)",
                   file=sys.stderr)
-    except (KernelInputError, DeviceError, DataError) as e:
+    except (KernelInputError, DeviceError, DataError, PrecisionError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
@@ -432,7 +465,7 @@ def main(argv=None) -> int:
     except OSError as e:
         print(f"error: --output {args.output}: cannot write ({e.strerror or e})", file=sys.stderr)
         return 2
-    for note in (extrapolation_note(device), *spec_notes(device)):
+    for note in (extrapolation_note(spec), *spec_notes(spec), fp16_note(device) if args.dtype == "fp16" else None):
         if note:
             print(f"warning: {note}", file=sys.stderr)
     print(f"wrote {len(table)} prediction{'' if len(table) == 1 else 's'} to "

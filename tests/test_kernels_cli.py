@@ -417,3 +417,33 @@ def test_cli_li_names_the_op_classes_without_training_split_measurements(tmp_pat
     assert ("note: Li et al. fits on measurements of the target itself, and NVIDIA H100 80GB HBM3 has no "
             "training-split (split == 'train') measurements of op class BMM, EW, FC, LN, SOFTMAX; pred_ms is NaN "
             "for 6 of 6 rows") in r.stderr
+
+
+def test_cli_fp16_forecasts_gemms_on_the_equivalent_device(tiny_config, tmp_path):
+    from lib.precision import fp16_device
+    h100 = paths.DEVICE_CONFIGS / "NVIDIA_H100_80GB_HBM3.json"
+    inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
+    gemms = pd.DataFrame({"OPName": ["bmm", "linear"], "B": [8, 1], "M": [512, 1024], "N": [64, 4096],
+                          "K": [512, 1024], "dtype": ["fp16", "half"]})
+    gemms.to_csv(inp, index=False)
+    r = cli("--device", h100, "--input", inp, "--output", out, "--config", tiny_config, "--dtype", "fp16")
+    assert r.returncode == 0, r.stderr
+    pred = pd.read_csv(out)
+    assert list(pred.columns) == [*gemms.columns, "pred_ms"]          # the dtype column is carried through
+    cfg = {c: TINY for c in ("BMM", "FC", "EW", "SOFTMAX", "LN")}
+    equivalent = fp16_device(load_device(h100), 989_500)
+    expected = predict_kernels(gemms.drop(columns="dtype").rename(columns={"OPName": "op"}), equivalent,
+                               cfg_by_class=cfg)
+    assert pred["pred_ms"].to_numpy() == pytest.approx(expected, rel=1e-6)
+    assert "warning: NVIDIA H100 80GB HBM3 (fp16 tensor cores): forecast by predictors that learned fp32" in r.stderr
+    # a vector op, a baseline without an fp16 path, a GPU without a known fp16 peak: one line each, nothing written
+    for rows, args, message in [
+            (KERNELS.iloc[[2]], (), "row 0: op 'add': --dtype fp16 forecasts GEMMs (bmm, linear) on tensor cores only"),
+            (gemms, ("--method", "habitat"), "--dtype fp16 forecasts with neusight or roofline, not habitat"),
+            (gemms.assign(dtype=["fp16", "fp32"]), (), "column 'dtype' asks for 'fp32' (row 1): --dtype says fp16")]:
+        rows.to_csv(inp, index=False)
+        r = cli("--device", h100, "--input", inp, "--output", tmp_path / "no.csv", "--dtype", "fp16", *args)
+        assert r.returncode == 2 and message in r.stderr and not (tmp_path / "no.csv").exists(), r.stderr
+    gemms.to_csv(inp, index=False)
+    r = cli("--device", L4, "--input", inp, "--output", tmp_path / "no.csv", "--dtype", "fp16")
+    assert r.returncode == 2 and "no fp16 tensor-core peak for NVIDIA L4; add the field 'Fp16TensorFLOPs'" in r.stderr

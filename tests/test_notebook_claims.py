@@ -18,6 +18,7 @@ from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_say
                     training_gpus)
 from lib import protocol
 from lib.analysis import throughput_ratio_by_device
+from lib.precision import FP16_TENSOR_GFLOPS
 from lib.selection import AMENDMENT1_WINNER
 
 NB01, NB02, NB03, NB04, NB05 = ("01-profile-kernels.ipynb", "02-feature-engineering.ipynb", "03-predictor-scaling.ipynb",
@@ -1286,6 +1287,32 @@ def test_05_own_measurements_reading():
     inf, train = t["mode"] == "inference", t["mode"] == "training"
     says(NB05, f"its mean APE is {here[inf].mean():.1f}% (inference) and {here[train].mean():.1f}% (training) on the H200, "
                f"against {twin[inf].mean():.1f}% and {twin[train].mean():.1f}%")
+
+
+def test_04_fp16_reading():
+    """The H100's fp16 BMMs forecast on the equivalent device (04-fp16, 04-fp16-mape)."""
+    score = table("04-fp16-mape").set_index("method")
+    ns, roof, fp32 = (score.loc[m] for m in ("NeuSight, fp16 device", "roofline, fp16 device",
+                                              "NeuSight, fp32 (no tensor cores)"))
+    says(NB04, f"the NeuSight forecast is off by {ns['mape_pct']:.1f}% (median forecast / measured "
+               f"{ns['median_ratio']:.2f}), the roofline by {roof['mape_pct']:.1f}% (a bound, at "
+               f"{roof['min_ratio']:.2f} to {roof['max_ratio']:.2f} of the measured time)")
+    assert roof["max_ratio"] < 1                                              # "a bound"
+    says(NB04, f"by {fp32['mape_pct']:.1f}% ({fp32['min_ratio']:.2f} to {fp32['max_ratio']:.2f} times the measured time)")
+    bmm_ood = ours("OOD").loc["BMM"]
+    assert 1.5 < ns["mape_pct"] / bmm_ood < 2                                 # "nearly twice"
+    says(NB04, f"nearly twice their error on the fp32 batched matmuls of the GPUs they never trained on ({bmm_ood:.1f}%")
+    rows = table("04-fp16").assign(ratio=lambda d: d["pred_neusight"] / d["latency_ms"])
+    slow, fast = rows[rows["ratio"] > 1], rows[rows["ratio"] < 1]
+    assert (len(slow), len(fast)) == (6, 3) and slow["gflop"].max() < fast["gflop"].min()
+    says(NB04, f"the six matmuls of up to {slow['gflop'].max():.0f} GFLOP are forecast too slow "
+               f"({slow['ratio'].min():.2f} to {slow['ratio'].max():.2f}), the three of {fast['gflop'].min():.0f} GFLOP "
+               f"and more too fast ({fast['ratio'].min():.2f} to {fast['ratio'].max():.2f})")
+    peak_tflops = FP16_TENSOR_GFLOPS[H100] / 1000                             # dense fp16 peak, TFLOP/s
+    reached = fast["gflop"] / fast["latency_ms"] / peak_tflops
+    forecast = fast["gflop"] / fast["pred_neusight"] / peak_tflops
+    says(NB04, f"Measured, those three reach {100 * reached.min():.0f}% to {100 * reached.max():.0f}% of the tensor "
+               f"peak; the forecast has them at {100 * forecast.min():.0f}% to {100 * forecast.max():.0f}%")
 
 
 def test_04_own_measurements_driver_spec():

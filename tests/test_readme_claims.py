@@ -955,3 +955,13 @@ def test_size_guard_trial():
     say(f"it cuts the falls to {falls[0]} / {falls[1]} / {falls[2]}")
     say(f"it raises the FC MAPE from {fc['as_forecast_mape_pct']:.2f}% to {fc['guarded_mape_pct']:.2f}% (the rule "
         f"allowed 0.1 points), so it was not adopted")
+
+
+def test_half_precision_as_the_readme_says():
+    score = table("04-fp16-mape").set_index("method")["mape_pct"]
+    say(f"are off by {score['NeuSight, fp16 device']:.1f}% (roofline on the same device: "
+        f"{score['roofline, fp16 device']:.1f}%; the plain fp32 forecast: {score['NeuSight, fp32 (no tensor cores)']:.1f}%)")
+    rows = table("04-fp16").sort_values("gflop")
+    ratio = rows["pred_neusight"] / rows["latency_ms"]
+    assert (ratio.iloc[:6] > 1).all() and (ratio.iloc[6:] < 1).all()     # "six smaller ... too slow, three largest too fast"
+    say("The six smaller ones are forecast too slow and the three largest too fast")

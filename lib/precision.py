@@ -1,0 +1,83 @@
+"""Half precision on tensor cores, forecast by the fp32 predictors on an equivalent device (notebook 04).
+
+The model reads a kernel's bytes only as bytes over a device resource: f_bytes over bandwidth, f_l2 and f_wave_l2
+over L2, f_mem over memory, f_intensity and the roofline as flops / bytes against peak / bandwidth. So an fp16 GEMM,
+which moves half the bytes of the fp32 GEMM of its shape, gives every input the fp32 GEMM gives on a device with
+twice each resource, and with the tensor cores' fp16 peak P16 for the fp32 peak:
+    K16 = flops / (bytes32 / 2) = 2 K32;    bound = min(K16 x bw, P16) = min(K32 x (2 bw), P16)
+The predictors learned fp32 kernels on CUDA cores only. A tensor-core kernel's efficiency and tiles are not theirs,
+so these forecasts extrapolate; the dataset's nine fp16 BMMs on the H100 score them (notebook 04).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+from .devices import Device
+from .ops import FP32_BYTES, GEMM_OPS
+
+FP16_BYTES = 2
+FP16_OPS = GEMM_OPS              # the ops with an fp16 forecast: tensor cores run GEMMs
+FP16_NAMES = ("fp16", "float16", "torch.float16", "half", "f16")
+# A device JSON may give its dense fp16 tensor-core peak (GFLOP/s, fp32 accumulate) under this key; the dataset's
+# files do not, so FP16_TENSOR_GFLOPS holds it for the GPUs the data measured in fp16.
+FP16_TENSOR_KEY = "Fp16TensorFLOPs"
+# Sparsity doubles a datasheet's tensor figure, so dense is half of it:
+#   NVIDIA H100 datasheet (H100 SXM): FP16 Tensor Core 1,979 TFLOPS with sparsity;
+#   NVIDIA H200 datasheet (H200 SXM): FP16 Tensor Core 1,979 TFLOPS with sparsity.
+FP16_TENSOR_GFLOPS = {"NVIDIA H100 80GB HBM3": 1_979_000 / 2, "NVIDIA H200": 1_979_000 / 2}
+# The dataset's fp16 measurements: upstream's fp16mm.csv, H100 batched matmuls on tensor cores (B,M,N,K,Latency).
+FP16_BMM_CSV = paths.NEUSIGHT / "data" / "fp16" / "h100_bmm_fp16.csv"
+FP16_BMM_DEVICE = "NVIDIA H100 80GB HBM3"
+
+
+class PrecisionError(ValueError):
+    """No fp16 peak for a device, or an fp16 file that cannot be read; the message names the file or field."""
+
+
+def fp16_device(device: Device, tensor_gflops: float) -> Device:
+    """The device on which the fp32 predictors see a GEMM as `device` runs it in fp16 on tensor cores (notebook 04)."""
+    # fp16 bytes = fp32 bytes / 2, so every resource a byte count is divided by doubles (module docstring)
+    scale = FP32_BYTES / FP16_BYTES
+    return replace(device, name=f"{device.name} (fp16 tensor cores)", mem_bw_gbps=device.mem_bw_gbps * scale,
+                   l2_mb=device.l2_mb * scale, mem_gb=device.mem_gb * scale, peak_gflops=float(tensor_gflops))
+
+
+def tensor_gflops(device: Device, path: Path | str | None = None) -> float:
+    """Dense fp16 tensor-core peak (GFLOP/s): the device JSON's FP16_TENSOR_KEY, else FP16_TENSOR_GFLOPS by name."""
+    path = Path(path or device.path) if (path or device.path) else None
+    raw = json.loads(path.read_text(encoding="utf-8")) if path and path.is_file() else {}
+    if FP16_TENSOR_KEY in raw:
+        value = raw[FP16_TENSOR_KEY]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise PrecisionError(f"{path}: field '{FP16_TENSOR_KEY}' must be a positive number (GFLOP/s), "
+                                 f"got {value!r}")
+        return float(value)
+    if device.name in FP16_TENSOR_GFLOPS:
+        return float(FP16_TENSOR_GFLOPS[device.name])
+    raise PrecisionError(f"{path or device.name}: no fp16 tensor-core peak for {device.name}; add the field "
+                         f"'{FP16_TENSOR_KEY}' (dense fp16 GFLOP/s, from the GPU's datasheet) to the device JSON")
+
+
+def fp16_note(device: Device) -> str:
+    """The warning every fp16 forecast of lib.kernels carries: what it extrapolates from."""
+    return (f"{device.name}: forecast by predictors that learned fp32 CUDA-core kernels only, with the fp16 peak "
+            f"({device.peak_gflops:g} GFLOP/s) and twice the bandwidth, L2 and memory (lib.precision); an "
+            "extrapolation, scored on the dataset's nine H100 fp16 BMMs only (notebook 04)")
+
+
+def fp16_bmm_measurements(path: Path | str = FP16_BMM_CSV) -> pd.DataFrame:
+    """The dataset's fp16 H100 BMMs: op, B, M, N, K, latency_ms, device (notebook 04)."""
+    try:
+        raw = pd.read_csv(path)
+    except FileNotFoundError:
+        raise PrecisionError(f"{path}: not found (make data materializes the dataset)") from None
+    missing = [c for c in ("B", "M", "N", "K", "Latency") if c not in raw.columns]
+    if missing:
+        raise PrecisionError(f"{path}: missing column(s) {', '.join(missing)}")
+    out = raw[["B", "M", "N", "K"]].astype(int).assign(latency_ms=raw["Latency"].astype(float))
+    return out.assign(op="bmm", device=FP16_BMM_DEVICE)[["op", "B", "M", "N", "K", "latency_ms", "device"]]

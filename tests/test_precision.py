@@ -1,0 +1,64 @@
+"""lib.precision: fp16 tensor-core GEMMs as fp32 GEMMs on an equivalent device, checked against hand-computed fp16 inputs."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lib import precision
+from lib.devices import device_by_name
+from lib.features import add_features
+from lib.kernels import _with_spec
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_the_equivalent_device_gives_the_fp16_kernels_inputs_by_hand():
+    # bmm [2, 256, 128] @ [2, 128, 64] in fp16 on the H100 (132 SMs, 3,430 GB/s, 50 MB L2, 80 GB, fp16 peak 989,500)
+    h100 = device_by_name(H100)
+    dev = precision.fp16_device(h100, 989_500)
+    assert dev.name == f"{H100} (fp16 tensor cores)" and dev.peak_vec_gflops == h100.peak_vec_gflops
+    assert (dev.mem_bw_gbps, dev.l2_mb, dev.mem_gb, dev.peak_gflops) == (6860, 100, 160, 989_500)
+    row = pd.DataFrame({"op": ["bmm"], "B": [2], "M": [256], "N": [128], "K": [64]})
+    f = add_features(_with_spec(row, dev).assign(tile_m=128, tile_n=64), tiles="given").iloc[0]
+    flops = 2 * 2 * 256 * 128 * 64                       # 8,388,608
+    bytes16 = 2 * 2 * (256 * 128 + 128 * 64 + 256 * 64)  # fp16: 2 bytes per element, 229,376
+    tiles = 2 * 2 * 1                                    # B x ceil(256 / 128) x ceil(64 / 64)
+    assert f["num_tiles"] == tiles
+    sm = 132
+    assert f["f_bytes"] == pytest.approx(np.log((bytes16 / tiles) / (3430e9 / sm)))
+    assert f["f_l2"] == pytest.approx(np.log(1 * (bytes16 / tiles) / (50e6 / sm)))            # one wave
+    assert f["f_mem"] == pytest.approx(np.log(1 * (bytes16 / tiles) / (80e9 / sm)))
+    assert f["f_flops"] == pytest.approx(np.log((flops / tiles) / (989_500e9 / sm)))
+    assert f["f_intensity"] == pytest.approx(np.log((flops / bytes16) / (989_500e9 / 3430e9)))
+    # bound = min(K16 x bw, P16), K16 = flops / bytes16
+    assert f["bound_gflops"] == pytest.approx(min(flops / bytes16 * 3430, 989_500))
+
+
+def test_tensor_peak_from_the_json_then_the_table(tmp_path):
+    h100 = device_by_name(H100)
+    assert precision.tensor_gflops(h100) == 989_500
+    spec = json.loads(open(h100.path).read())
+    path = tmp_path / "h100.json"
+    path.write_text(json.dumps({**spec, "Fp16TensorFLOPs": 1_000_000}))
+    assert precision.tensor_gflops(h100, path) == 1_000_000            # the file's own figure wins
+    for bad in (0, "fast", True):
+        path.write_text(json.dumps({**spec, "Fp16TensorFLOPs": bad}))
+        with pytest.raises(precision.PrecisionError, match="h100.json: field 'Fp16TensorFLOPs' must be a positive"):
+            precision.tensor_gflops(h100, path)
+    t4 = device_by_name("Tesla T4")
+    with pytest.raises(precision.PrecisionError, match="no fp16 tensor-core peak for Tesla T4; add the field "
+                                                       "'Fp16TensorFLOPs'"):
+        precision.tensor_gflops(t4)
+
+
+def test_the_datasets_fp16_bmms_read_as_kernel_rows(tmp_path):
+    rows = precision.fp16_bmm_measurements()
+    assert len(rows) == 9 and set(rows["device"]) == {H100} and set(rows["op"]) == {"bmm"}
+    assert rows.iloc[0][["B", "M", "N", "K"]].tolist() == [128, 256, 256, 256]
+    bad = tmp_path / "f.csv"
+    bad.write_text("B,M,N,Latency\n1,2,3,0.1\n")
+    with pytest.raises(precision.PrecisionError, match="f.csv: missing column"):
+        precision.fp16_bmm_measurements(bad)
+    with pytest.raises(precision.PrecisionError, match="none.csv: not found"):
+        precision.fp16_bmm_measurements(tmp_path / "none.csv")
