@@ -2,7 +2,7 @@
 
   python -m lib.profile --ops bmm,linear --dims train|test|DIMS.csv --output OUT.csv
                         [--repeat 30] [--warmup 10] [--sample N] [--seed 0] [--max-seconds S]
-                        [--device-json OUT.json] [--overwrite] [--flush-l2]
+                        [--device-json OUT.json] [--overwrite] [--flush-l2] [--dtype fp32|fp16]
 
 The ops, shape lists, timing and kernel-trace parsing live in lib.profile_ops (re-exported here);
 this module holds the collection loop, the dataset-schema CSV, the device JSON and the CLI.
@@ -17,10 +17,10 @@ from pathlib import Path
 
 from . import paths
 from .cli import Parser
-from .profile_ops import (ALL_OPS, DIMS_LIST, EW_OPS, FLUSH_L2_FACTOR, GEMM_DIMS, GEMM_OPS,  # noqa: F401
-                          KEEP_FRACTION, LABEL, SCALAR, SLOW_MS, VEC_DIMS, VEC_OPS, ProfileError, build_op,
-                          dataset_dims_file, dims_of, fastest_mean, footprint_bytes, kernel_columns,
-                          kernels_by_label, l2_flusher, profile_kernels, read_dims, time_op)
+from .profile_ops import (ALL_OPS, DIMS_LIST, DTYPE_BYTES, EW_OPS, FLUSH_L2_FACTOR, GEMM_DIMS,  # noqa: F401
+                          GEMM_OPS, KEEP_FRACTION, LABEL, SCALAR, SLOW_MS, VEC_DIMS, VEC_OPS, ProfileError,
+                          build_op, check_dtype, dataset_dims_file, dims_of, fastest_mean, footprint_bytes,
+                          kernel_columns, kernels_by_label, l2_flusher, profile_kernels, read_dims, time_op)
 
 # The dataset's CSV columns, in its order; the op's dims follow.
 SCHEMA = ("OPName", "Latency", "Device", "Torch Version", "CUDNN Version", "Kernel Name",
@@ -89,9 +89,15 @@ def versions(torch) -> dict:
             "CUDA Version": "cu" + cuda.replace(".", "")}
 
 
-# Kernels timed with the L2 flushed (collect's flush_l2) go to this subfolder of their run folder, apart from the
-# dataset-method CSVs that lib.measured reads (data/measured/README.md).
+# Kernels timed unlike the dataset, with the L2 flushed (collect's flush_l2) or in fp16 (its dtype), go to a
+# subfolder of their run folder (kernel_folder), apart from the dataset-method CSVs that lib.measured reads
+# (data/measured/README.md).
 FLUSH_L2_FOLDER = "flush-l2"
+
+
+def kernel_folder(flush_l2: bool = False, dtype: str = "fp32") -> str:
+    """The run folder's subfolder for kernels timed so: '' (the dataset's method), 'flush-l2', 'fp16', 'fp16-flush-l2'."""
+    return "-".join(part for part in ("" if dtype == "fp32" else dtype, FLUSH_L2_FOLDER if flush_l2 else "") if part)
 
 
 def run_folder(torch, index: int = 0) -> str:
@@ -179,9 +185,12 @@ def warm_up_clocks(torch, seconds: float = WARM_UP_S, clock=time.monotonic) -> i
 def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repeat: int = 30,
             sample: int | None = None, seed: int = 0, device_json: Path | None = None,
             chunk: int = 100, max_seconds: float | None = None, overwrite: bool = False,
-            warm_up_s: float = 0.0, flush_l2: bool = False) -> Path:
+            warm_up_s: float = 0.0, flush_l2: bool = False, dtype: str = "fp32") -> Path:
     """Measure every (op, shape) on GPU 0 and write one dataset-schema CSV, after warm_up_s seconds of
-    warm_up_clocks; flush_l2: the L2 flushed before every timed call (l2_flusher), unlike the dataset (notebook 01)."""
+    warm_up_clocks; flush_l2: the L2 flushed before every timed call (l2_flusher), and dtype fp16 (GEMMs only),
+    both unlike the dataset (notebook 01)."""
+    for op in ops:
+        check_dtype(op, dtype)
     refuse_existing(output, overwrite)
     torch = require_cuda()
     from tqdm import tqdm
@@ -224,7 +233,7 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
             if max_seconds and time.monotonic() - start > max_seconds:
                 print(f"stopping after {max_seconds} s: {i} of {len(work)} shapes done", file=sys.stderr)
                 break
-            need = footprint_bytes(op, shape)
+            need = footprint_bytes(op, shape, dtype)
             if calls and (len(calls) >= chunk or held + need > budget_bytes):
                 flush()
             if need > 0.8 * usable_bytes():
@@ -233,7 +242,7 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
                 continue
             fn = failed = None
             try:
-                fn = build_op(op, shape, device="cuda", seed=seed)
+                fn = build_op(op, shape, device="cuda", seed=seed, dtype=dtype)
                 latency = time_op(fn, warmup, repeat, before=before)
             except RuntimeError as e:   # out of memory, a cuBLAS or launch error: this shape only
                 print(f"skip {op} {shape}: {error_line(e)}", file=sys.stderr)
@@ -287,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     ap.add_argument("--flush-l2", action="store_true",
                     help=f"overwrite {FLUSH_L2_FACTOR} x the L2's size before every timed call (the dataset did not)")
+    ap.add_argument("--dtype", default="fp32", choices=tuple(DTYPE_BYTES),
+                    help="fp16: GEMMs on tensor cores (the dataset: fp32, TF32 off)")
     a = ap.parse_args(argv)
     try:
         ops = [o.strip() for o in a.ops.split(",") if o.strip()]
@@ -295,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.repeat < 1 or a.warmup < 0:
             raise ProfileError("--repeat must be >= 1 and --warmup >= 0")
         collect(ops, a.dims, a.output, a.warmup, a.repeat, a.sample, a.seed, a.device_json,
-                max_seconds=a.max_seconds, overwrite=a.overwrite, warm_up_s=WARM_UP_S, flush_l2=a.flush_l2)
+                max_seconds=a.max_seconds, overwrite=a.overwrite, warm_up_s=WARM_UP_S, flush_l2=a.flush_l2,
+                dtype=a.dtype)
     except ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """Notebook 01's GPU run in one call: every op's kernels, then every plain label setting, in one time budget.
 
   python -m lib.profile_all [--params params/full/01-profile-kernels.yaml] [--budget-s S] [--archive OUT.tgz]
-                            [--flush-l2]
+                            [--flush-l2] [--dtype fp32|fp16]
 
 The parameters are notebook 01's (profile_ops, profile_dims, profile_out_dir, profile_overwrite, profile_sample,
 profile_max_seconds, profile_models_max, seed): its parameters cell, then the YAML, so a GPU lent for minutes (a
@@ -11,8 +11,9 @@ after it), and label settings start while the budget lasts, one model at a time 
 models as possible measured once. A kernel shape or a model setting already started is finished: allow a minute
 beyond the budget. --archive packs the measurement folder into one .tgz after every op and setting and once more
 at the end, also after an error, Ctrl-C or SIGTERM (a timeout's), so what was measured comes back. Exit status: 0,
-1 if an op or a setting failed, 2 on bad input, 130 when interrupted. --flush-l2 times the kernel ops alone, the L2
-flushed before every timed call, into the run folder's FLUSH_L2_FOLDER, with the whole budget.
+1 if an op or a setting failed, 2 on bad input, 130 when interrupted. --flush-l2 (the L2 flushed before every timed
+call) and --dtype fp16 (the GEMM ops alone, on tensor cores) time kernel ops alone, with the whole budget, into a
+subfolder of the run folder (lib.profile.kernel_folder): the model settings are the dataset's, fp32 and unflushed.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from pathlib import Path
 from . import paths
 from .cli import Parser
 from .ops import GEMM_DIMS
-from .profile_ops import ProfileError, dims_of
+from .profile_ops import FP16_OPS, ProfileError, dims_of
 
 # Share of --budget-s for the kernel ops; the model settings get the rest, and any the kernels leave.
 KERNEL_SHARE = 0.5
@@ -107,7 +108,7 @@ def empty_result() -> dict:
 
 
 def profile_all(params: dict, budget_s: float | None = None, clock=time.monotonic, after_each=None,
-                result: dict | None = None, flush_l2: bool = False) -> dict:
+                result: dict | None = None, flush_l2: bool = False, dtype: str = "fp32") -> dict:
     """Measure notebook 01's kernels and label settings on GPU 0 into the folders of data/measured/README.md (notebook 01).
 
     Returns `result` (empty_result() if None), filled as the run goes, so an interrupted run still has it:
@@ -116,18 +117,20 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     fewer rows than the op's sampled shapes is partial, whether its time ran out, shapes were skipped (out of
     memory), the op failed or was interrupted, or it was kept from an earlier run. A failing op or setting is listed
     and the run goes on (a GPU lent for minutes is not lent twice), unless it left the GPU unusable.
-    `after_each()` runs after every op and setting (the command packs its archive there). flush_l2: the kernel ops
-    alone, timed with the L2 flushed (lib.profile.collect) into <run folder>/FLUSH_L2_FOLDER, with the whole budget.
+    `after_each()` runs after every op and setting (the command packs its archive there). flush_l2 or dtype fp16:
+    the kernel ops alone (fp16: the GEMMs), timed so (lib.profile.collect) into <run folder>/<kernel_folder>, with the
+    whole budget.
     """
-    from .profile import (FLUSH_L2_FOLDER, WARM_UP_S, collect, error_line, require_cuda, run_folder, sample_shapes,
+    from .profile import (WARM_UP_S, collect, error_line, kernel_folder, require_cuda, run_folder, sample_shapes,
                           warm_up_clocks, write_device_json)
     from .profile_model import label_settings, measure
     torch = require_cuda()
     start = clock()
-    kernel_end = None if budget_s is None else start + (1.0 if flush_l2 else KERNEL_SHARE) * budget_s
+    kernels_only = bool(kernel_folder(flush_l2, dtype))   # no model setting is timed unlike the dataset
+    kernel_end = None if budget_s is None else start + (1.0 if kernels_only else KERNEL_SHARE) * budget_s
     out_dir = paths.ROOT / params["profile_out_dir"]
     run_dir = out_dir / run_folder(torch)
-    kernel_dir = run_dir / FLUSH_L2_FOLDER if flush_l2 else run_dir
+    kernel_dir = run_dir / kernel_folder(flush_l2, dtype)
     result = empty_result() if result is None else result
 
     def note(kind: str, line: str) -> None:
@@ -154,7 +157,7 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     if params["profile_overwrite"] or not (run_dir / "device.json").exists():
         write_device_json(torch, run_dir / "device.json")
     warm_up_clocks(torch, WARM_UP_S)     # the first op's first shapes at the boost clock, not the idle one
-    ops = gemms_last(params["profile_ops"])
+    ops = gemms_last([op for op in params["profile_ops"] if dtype == "fp32" or op in FP16_OPS])
     for i, op in enumerate(ops):
         out_csv = kernel_dir / f"{op}.csv"
         if out_csv.exists() and not params["profile_overwrite"]:
@@ -170,7 +173,7 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
             continue
         try:
             collect([op], params["profile_dims"], out_csv, sample=params["profile_sample"], seed=params["seed"],
-                    max_seconds=seconds, overwrite=True, flush_l2=flush_l2)
+                    max_seconds=seconds, overwrite=True, flush_l2=flush_l2, dtype=dtype)
         except KeyboardInterrupt:   # Ctrl-C, or the command's SIGTERM: collect wrote the rows it had timed
             check_rows(op, out_csv, " (interrupted)")
             raise
@@ -184,7 +187,7 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
                 after_each()
         result["kernel_csvs"].append(out_csv)
         check_rows(op, out_csv)     # its time ran out, or shapes were skipped (stderr says which)
-    if flush_l2:                    # a model pass is not one kernel: there is nothing to flush between
+    if kernels_only:
         return result
     try:
         settings = round_robin(label_settings(params["profile_models_max"]))
@@ -241,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also pack the measurement folder into this .tgz, after every op and setting")
     ap.add_argument("--flush-l2", action="store_true",
                     help="time the kernel ops alone, the L2 flushed before every call, into <run folder>/flush-l2")
+    ap.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"),
+                    help="fp16: time the GEMM ops alone, on tensor cores, into <run folder>/fp16")
     a = ap.parse_args(argv)
     if a.budget_s is not None and a.budget_s <= 0:
         ap.error("--budget-s must be positive")
@@ -255,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         result, interrupted = empty_result(), False
         before = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            profile_all(params, a.budget_s, after_each=pack, result=result, flush_l2=a.flush_l2)
+            profile_all(params, a.budget_s, after_each=pack, result=result, flush_l2=a.flush_l2, dtype=a.dtype)
         except KeyboardInterrupt:
             interrupted = True
         finally:

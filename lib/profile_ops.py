@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 
 from . import paths
-from .ops import EW_OPS, GEMM_DIMS, GEMM_OPS, VEC_DIMS
+from .ops import EW_OPS, FP32_BYTES, GEMM_DIMS, GEMM_OPS, VEC_DIMS
+from .precision import FP16_BYTES, FP16_OPS
 
 VEC_OPS = EW_OPS + ("ln", "softmax")
 ALL_OPS = GEMM_OPS + VEC_OPS
@@ -75,31 +76,48 @@ def dataset_dims_file(op: str, split: str) -> Path:
     return paths.NVIDIA_DATASET / "dims" / f"{split}_{name}.csv"
 
 
-def footprint_bytes(op: str, shape: tuple[int, ...]) -> int:
-    """fp32 bytes an op's inputs, weights and output occupy (4 bytes per element)."""
+# Bytes per element of the precisions the collector times: fp32 as the dataset, and fp16 for GEMMs on tensor cores
+# (the kernels lib.precision forecasts; the dataset's own fp16 rows are nine H100 BMMs).
+DTYPE_BYTES = {"fp32": FP32_BYTES, "fp16": FP16_BYTES}
+
+
+def check_dtype(op: str, dtype: str) -> None:
+    """ProfileError unless the collector times `op` in `dtype` (fp32: every op; fp16: the GEMMs)."""
+    if dtype not in DTYPE_BYTES:
+        raise ProfileError(f"unknown dtype '{dtype}'; known: {', '.join(DTYPE_BYTES)}")
+    if dtype != "fp32" and op not in FP16_OPS:
+        raise ProfileError(f"{op}: {dtype} is timed for GEMMs only ({', '.join(FP16_OPS)}), on tensor cores")
+
+
+def footprint_bytes(op: str, shape: tuple[int, ...], dtype: str = "fp32") -> int:
+    """Bytes an op's inputs, weights and output occupy (DTYPE_BYTES per element)."""
+    size = DTYPE_BYTES[dtype]
     if op in GEMM_OPS:
         B, M, N, K = shape
         weights = N * K + K if op == "linear" else B * N * K
-        return 4 * (B * M * N + weights + B * M * K)
+        return size * (B * M * N + weights + B * M * K)
     B, H = shape
-    return 4 * B * H * (3 if op in ("add", "mul", "div", "pow") else 2)
+    return size * B * H * (3 if op in ("add", "mul", "div", "pow") else 2)
 
 
-def build_op(op: str, shape: tuple[int, ...], device="cpu", seed: int = 0):
-    """A zero-argument callable running one op on random fp32 tensors of `shape`."""
+def build_op(op: str, shape: tuple[int, ...], device="cpu", seed: int = 0, dtype: str = "fp32"):
+    """A zero-argument callable running one op on random tensors of `shape`, fp32 (or fp16 for a GEMM: check_dtype)."""
     import torch
     import torch.nn.functional as F
 
     dims_of(op)
+    check_dtype(op, dtype)
+    torch_dtype = {"fp32": torch.float32, "fp16": torch.float16}[dtype]
     g = torch.Generator(device=device).manual_seed(seed)
-    rand = lambda *s: torch.rand(*s, generator=g, device=device)  # noqa: E731  in [0, 1): pow stays real
+    # in [0, 1): pow stays real; drawn in fp32, so an fp16 run times the same values rounded
+    rand = lambda *s: torch.rand(*s, generator=g, device=device).to(torch_dtype)  # noqa: E731
     if op == "bmm":
         B, M, N, K = shape
         a, b = rand(B, M, N), rand(B, N, K)
         return lambda: torch.bmm(a, b)
     if op == "linear":
         B, M, N, K = shape
-        layer = torch.nn.Linear(N, K, bias=True, device=device)
+        layer = torch.nn.Linear(N, K, bias=True, device=device, dtype=torch_dtype)
         x = rand(B, M, N)
         return lambda: layer(x)
     B, H = shape

@@ -101,7 +101,8 @@ def fake_gpu(monkeypatch, tmp_path):
     """collect() on CPU: ops built on CPU, a fixed latency per shape (B x 0.01 ms), kernel names from a stub."""
     fake = _fake_cuda()
     monkeypatch.setattr(P, "require_cuda", lambda: fake)
-    monkeypatch.setattr(P, "build_op", lambda op, shape, device, seed: profile_ops.build_op(op, shape, "cpu", seed))
+    monkeypatch.setattr(P, "build_op", lambda op, shape, device, seed, dtype="fp32":
+                        profile_ops.build_op(op, shape, "cpu", seed, dtype))
     monkeypatch.setattr(P, "time_op", lambda fn, warmup, repeat, before=None: 0.01 * fn().shape[0])
     monkeypatch.setattr(P, "profile_kernels",
                         lambda calls, num_sm: [{"Kernel Name": "sm90_xmma_gemm_128x64", "Kernels": ";k"}] * len(calls))
@@ -241,7 +242,7 @@ def test_collect_writes_after_each_batch_and_keeps_them_when_stopped(fake_gpu, t
             raise KeyboardInterrupt
         return 1.0
     monkeypatch.setattr(P, "time_op", time_op)
-    monkeypatch.setattr(P, "footprint_bytes", lambda op, shape: 0)
+    monkeypatch.setattr(P, "footprint_bytes", lambda op, shape, dtype="fp32": 0)
     with pytest.raises(KeyboardInterrupt):
         P.collect(["bmm"], str(fake_gpu[1]), out, chunk=3)
     assert seen_on_disk == [0, 0, 0, 3, 3, 3]
@@ -284,9 +285,28 @@ def test_collect_warms_up_before_timing(fake_gpu, tmp_path, monkeypatch):
     assert calls == [1.0]
 
 
-def test_the_command_passes_flush_l2_to_collect(monkeypatch, tmp_path):
+def test_the_command_passes_flush_l2_and_dtype_to_collect(monkeypatch, tmp_path):
     seen = []
-    monkeypatch.setattr(P, "collect", lambda *a, **kw: seen.append(kw["flush_l2"]))
-    for extra in ([], ["--flush-l2"]):
-        assert P.main(["--ops", "add", "--dims", "test", "--output", str(tmp_path / "o.csv"), *extra]) == 0
-    assert seen == [False, True]
+    monkeypatch.setattr(P, "collect", lambda *a, **kw: seen.append((kw["flush_l2"], kw["dtype"])))
+    for extra in ([], ["--flush-l2"], ["--dtype", "fp16"]):
+        assert P.main(["--ops", "bmm", "--dims", "test", "--output", str(tmp_path / "o.csv"), *extra]) == 0
+    assert seen == [(False, "fp32"), (True, "fp32"), (False, "fp16")]
+
+
+def test_kernels_timed_unlike_the_dataset_get_their_own_folder():
+    assert P.kernel_folder() == "" and P.kernel_folder(flush_l2=True) == P.FLUSH_L2_FOLDER == "flush-l2"
+    assert P.kernel_folder(dtype="fp16") == "fp16" and P.kernel_folder(True, "fp16") == "fp16-flush-l2"
+
+
+def test_collect_times_fp16_gemms_and_refuses_other_ops_before_anything(fake_gpu, tmp_path, monkeypatch):
+    fake, dims = fake_gpu
+    built = []
+    monkeypatch.setattr(P, "build_op", lambda op, shape, device, seed, dtype="fp32":
+                        built.append(dtype) or profile_ops.build_op(op, shape, "cpu", seed, dtype))
+    rows = _rows(P.collect(["bmm"], str(dims), tmp_path / "bmm.csv", dtype="fp16"))
+    assert len(rows) == 7 and built == ["fp16"] * 7
+    vec = tmp_path / "vec.csv"
+    vec.write_text("4;8\n")
+    with pytest.raises(P.ProfileError, match="softmax: fp16 is timed for GEMMs only"):
+        P.collect(["softmax"], str(vec), tmp_path / "softmax.csv", dtype="fp16")
+    assert not (tmp_path / "softmax.csv").exists()

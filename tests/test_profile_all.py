@@ -77,7 +77,7 @@ class FakeRun:
 
     def __init__(self, monkeypatch, tmp_path, op_s=10.0, model_s=30.0, fail=(), settings=None, short=(),
                  breaks=None):
-        self.now, self.calls, self.fail, self.broken, self.flushed = 0.0, [], set(fail), False, []
+        self.now, self.calls, self.fail, self.broken, self.flushed, self.dtypes = 0.0, [], set(fail), False, [], []
         self.settings = settings or [("a", "inference", 1, 8), ("a", "training", 1, 8), ("b", "inference", 1, 8)]
         gpu = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=self.synchronize))
         monkeypatch.setattr(P, "require_cuda", lambda: gpu)
@@ -90,9 +90,10 @@ class FakeRun:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("{}")
 
-        def collect(ops, dims, out_csv, sample, seed, max_seconds, overwrite, flush_l2=False):
+        def collect(ops, dims, out_csv, sample, seed, max_seconds, overwrite, flush_l2=False, dtype="fp32"):
             self.calls.append(("collect", ops[0], max_seconds))
             self.flushed.append(flush_l2)
+            self.dtypes.append(dtype)
             self.now += op_s
             if ops[0] in self.fail:
                 self.broken = ops[0] == breaks
@@ -140,7 +141,7 @@ def test_without_a_budget_every_op_gets_its_cap_and_every_setting_runs(monkeypat
     # device.json, then one warm-up of the GPU's clocks before anything is timed (lib.profile.warm_up_clocks)
     assert run.calls[:3] == [("device.json",), ("warm-up", P.WARM_UP_S), ("collect", "add", 500)]
     assert run.ran("collect") == [("add", 500), ("bmm", 500), ("linear", 500)]     # the GEMMs last
-    assert run.flushed == [False] * 3                                            # as the dataset timed
+    assert run.flushed == [False] * 3 and run.dtypes == ["fp32"] * 3            # as the dataset timed
     assert [c[:2] for c in run.ran("measure")] == [("a", "inference"), ("b", "inference"), ("a", "training")]
     assert len(out["kernel_csvs"]) == 3 and len(out["labels"]) == 3
     assert out["kept"] == out["partial"] == out["skipped"] == out["failed"] == []
@@ -204,6 +205,20 @@ def test_a_flushed_run_times_the_kernels_alone_into_their_own_folder(monkeypatch
     assert out["kernel_csvs"] == [folder / P.FLUSH_L2_FOLDER / f"{op}.csv" for op in ("add", "bmm", "linear")]
     assert (folder / "device.json").exists() and not list(folder.glob("*.csv"))
     assert out["labels"] == out["skipped"] == out["failed"] == []
+
+
+def test_an_fp16_run_times_the_gemms_alone_into_their_own_folder(monkeypatch, tmp_path):
+    # --dtype fp16: the vector ops are left out (tensor cores run GEMMs), the GEMMs share the whole budget (100 s over
+    # 2 ops), no model setting is timed; with --flush-l2 too, the folder says both
+    run = FakeRun(monkeypatch, tmp_path)
+    out = PA.profile_all(run.params, budget_s=100, clock=run.clock, dtype="fp16")
+    assert run.ran("collect") == [("bmm", 50), ("linear", 90)] and run.dtypes == ["fp16"] * 2
+    folder = Path(run.params["profile_out_dir"]) / "NVIDIA_Fake_torch2_cuda12"
+    assert out["kernel_csvs"] == [folder / "fp16" / f"{op}.csv" for op in ("bmm", "linear")]
+    assert run.ran("measure") == [] and out["labels"] == out["skipped"] == []
+    run = FakeRun(monkeypatch, tmp_path / "both")
+    out = PA.profile_all(run.params, clock=run.clock, flush_l2=True, dtype="fp16")
+    assert [p.parent.name for p in out["kernel_csvs"]] == ["fp16-flush-l2"] * 2 and run.flushed == [True] * 2
 
 
 def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):

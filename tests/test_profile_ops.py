@@ -68,6 +68,21 @@ def test_footprint_bytes():
     assert P.footprint_bytes("relu", (10, 10)) == 4 * 200
     for op in ("mul", "div", "pow"):   # every binary op reads two tensors and writes one
         assert P.footprint_bytes(op, (10, 10)) == 4 * 300, op
+    assert P.footprint_bytes("bmm", (2, 3, 4, 5), "fp16") == 2 * (2 * 3 * 4 + 2 * 4 * 5 + 2 * 3 * 5)   # 2 bytes each
+
+
+def test_fp16_gemms_are_the_fp32_ones_rounded_and_other_ops_refused():
+    for op, shape in (("bmm", (2, 3, 4, 5)), ("linear", (2, 3, 4, 5))):
+        torch.manual_seed(0)                       # linear's weights: the same layer in both precisions
+        half = P.build_op(op, shape, seed=3, dtype="fp16")()
+        torch.manual_seed(0)
+        full = P.build_op(op, shape, seed=3)()
+        assert half.dtype == torch.float16 and full.dtype == torch.float32 and half.shape == full.shape == (2, 3, 5)
+        assert torch.allclose(half.float(), full, rtol=1e-2, atol=1e-2)
+    with pytest.raises(P.ProfileError, match="softmax: fp16 is timed for GEMMs only \\(bmm, linear\\), on tensor cores"):
+        P.build_op("softmax", (2, 8), dtype="fp16")
+    with pytest.raises(P.ProfileError, match="unknown dtype 'bf16'; known: fp32, fp16"):
+        P.check_dtype("bmm", "bf16")
 
 
 def test_fastest_mean():
