@@ -64,7 +64,7 @@ def tensor_gflops(device: Device, path: Path | str | None = None) -> float:
 
 
 def fp16_note(device: Device) -> str:
-    """The warning every fp16 forecast of lib.kernels carries: what it extrapolates from."""
+    """The warning every fp16 forecast of lib.kernels carries: what it extrapolates from (notebook 04)."""
     return (f"{device.name}: forecast by predictors that learned fp32 CUDA-core kernels only, with the fp16 peak "
             f"({device.peak_gflops:g} GFLOP/s) and twice the bandwidth, L2 and memory (lib.precision); an "
             "extrapolation, scored on the dataset's nine H100 fp16 BMMs only (notebook 04)")

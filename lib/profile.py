@@ -96,7 +96,8 @@ FLUSH_L2_FOLDER = "flush-l2"
 
 
 def kernel_folder(flush_l2: bool = False, dtype: str = "fp32") -> str:
-    """The run folder's subfolder for kernels timed so: '' (the dataset's method), 'flush-l2', 'fp16', 'fp16-flush-l2'."""
+    """The run folder's subfolder for kernels timed so: '' (the dataset's way), 'flush-l2', 'fp16', 'fp16-flush-l2'
+    (notebook 01)."""
     return "-".join(part for part in ("" if dtype == "fp32" else dtype, FLUSH_L2_FOLDER if flush_l2 else "") if part)
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from . import paths
 from .cli import Parser
 from .ops import GEMM_DIMS
-from .profile_ops import FP16_OPS, ProfileError, dims_of
+from .profile_ops import DTYPE_BYTES, FP16_OPS, ProfileError, dims_of
 
 # Share of --budget-s for the kernel ops; the model settings get the rest, and any the kernels leave.
 KERNEL_SHARE = 0.5
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also pack the measurement folder into this .tgz, after every op and setting")
     ap.add_argument("--flush-l2", action="store_true",
                     help="time the kernel ops alone, the L2 flushed before every call, into <run folder>/flush-l2")
-    ap.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"),
+    ap.add_argument("--dtype", default="fp32", choices=tuple(DTYPE_BYTES),
                     help="fp16: time the GEMM ops alone, on tensor cores, into <run folder>/fp16")
     a = ap.parse_args(argv)
     if a.budget_s is not None and a.budget_s <= 0:

@@ -82,7 +82,7 @@ DTYPE_BYTES = {"fp32": FP32_BYTES, "fp16": FP16_BYTES}
 
 
 def check_dtype(op: str, dtype: str) -> None:
-    """ProfileError unless the collector times `op` in `dtype` (fp32: every op; fp16: the GEMMs)."""
+    """ProfileError unless the collector times `op` in `dtype` (fp32: every op; fp16: the GEMMs) (notebook 01)."""
     if dtype not in DTYPE_BYTES:
         raise ProfileError(f"unknown dtype '{dtype}'; known: {', '.join(DTYPE_BYTES)}")
     if dtype != "fp32" and op not in FP16_OPS:
