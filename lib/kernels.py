@@ -7,9 +7,10 @@
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
 the others; `bytes` for op 'mem'); other columns are carried through, but a `dtype`, `precision` or `data_type`
 column must say fp32 (or be blank): the predictors learned fp32 kernels only. PRED.csv = input + pred_ms.
---dtype fp16 forecasts GEMMs (bmm, linear) on tensor cores instead, by the fp32 predictors on an equivalent device
-(lib.precision: NeuSight or roofline; the fp16 peak from the device JSON's `Fp16TensorFLOPs` or lib.precision's table),
-an extrapolation that warns on stderr; a precision column must then say fp16.
+--dtype fp16 forecasts GEMMs (bmm, linear) on tensor cores instead, by the fp32 predictors on an equivalent device,
+no slower than the fp32 forecast (lib.precision: NeuSight or roofline; the fp16 peak from the device JSON's
+`Fp16TensorFLOPs` or lib.precision's table), an extrapolation that warns on stderr; a precision column must then say
+fp16.
 --tiles oracle also reads `kernel_name` and, for a name without a tile, `grid_x`, `grid_y` (AMD: `block_x`); a
 dataset CSV names them as lib.data.RENAME does (`Kernel Name`, `Grid x`, ...) and is an input as it is. KERNELS.csv
 may be a pipe (/dev/stdin): it is read once.
@@ -45,7 +46,7 @@ from .envelope import cap
 from .features import add_features
 from .roofline import add_roofline
 from .ops import GEMM_DIMS, GEMM_OPS, VEC_DIMS
-from .precision import FP16_NAMES, FP16_OPS, PrecisionError, fp16_device, fp16_note, tensor_gflops
+from .precision import FP16_NAMES, FP16_OPS, PrecisionError, fp16_device, fp16_note, predict_fp16, tensor_gflops
 from .tiles import gemm_tile_from_name
 
 METHODS = ("neusight", "roofline", "habitat", "li")
@@ -127,9 +128,9 @@ def _precision_columns(df: pd.DataFrame) -> list:
     return [c for c in df.columns if str(c).strip().lower() in PRECISION_COLUMNS]
 
 
-def _as_fp16(kernels: pd.DataFrame, device: Device, device_path: str, method: str) -> tuple[pd.DataFrame, Device]:
-    """(kernels, device) for --dtype fp16: GEMM rows only, any precision column saying fp16 (then dropped), and the
-    device on which the fp32 predictors see them as fp16 tensor-core GEMMs (lib.precision)."""
+def _as_fp16(kernels: pd.DataFrame, device: Device, device_path: str, method: str) -> tuple[pd.DataFrame, float]:
+    """(kernels, fp16 tensor peak in GFLOP/s) for --dtype fp16: GEMM rows only, any precision column saying fp16
+    (then dropped), and the peak from the device JSON or lib.precision's table."""
     if method not in ("neusight", "roofline"):
         raise KernelInputError(f"--dtype fp16 forecasts with neusight or roofline, not {method}")
     _check_precision(kernels, FP16_NAMES)
@@ -139,8 +140,7 @@ def _as_fp16(kernels: pd.DataFrame, device: Device, device_path: str, method: st
             i = int(np.flatnonzero(other)[0])
             raise KernelInputError(f"row {i}: op {kernels['op'].iloc[i]!r}: --dtype fp16 forecasts GEMMs "
                                    f"({', '.join(FP16_OPS)}) on tensor cores only")
-    return (kernels.drop(columns=_precision_columns(kernels)),
-            fp16_device(device, tensor_gflops(device, device_path)))
+    return kernels.drop(columns=_precision_columns(kernels)), tensor_gflops(device, device_path)
 
 
 def _booleans(col: pd.Series) -> np.ndarray:
@@ -430,10 +430,14 @@ def main(argv=None) -> int:
         table, as_read = _read_kernels(args.input)
         kernels = table.rename(columns=INPUT_NAMES)
         try:
-            if args.dtype == "fp16":
-                kernels, device = _as_fp16(kernels, spec, args.device, args.method)
+            predict = lambda rows, dev: predict_kernels(rows, dev, args.method, args.tiles, cfg_by_class)
             with np.errstate(over="ignore", invalid="ignore"):   # overflow is reported just below
-                pred = predict_kernels(kernels, device, args.method, args.tiles, cfg_by_class)
+                if args.dtype == "fp16":
+                    kernels, peak = _as_fp16(kernels, spec, args.device, args.method)
+                    device = fp16_device(spec, peak)
+                    pred = predict_fp16(kernels, spec, peak, predict)
+                else:
+                    pred = predict(kernels, device)
         except KernelInputError as e:
             raise KernelInputError(f"{args.input}: {e}") from None
         # NaN is Li et al.'s "no measurements to fit"; any other non-finite latency is an overflow

@@ -6,7 +6,9 @@ which moves half the bytes of the fp32 GEMM of its shape, gives every input the 
 twice each resource, and with the tensor cores' fp16 peak P16 for the fp32 peak:
     K16 = flops / (bytes32 / 2) = 2 K32;    bound = min(K16 x bw, P16) = min(K32 x (2 bw), P16)
 The predictors learned fp32 kernels on CUDA cores only. A tensor-core kernel's efficiency and tiles are not theirs,
-so these forecasts extrapolate; the dataset's nine fp16 BMMs on the H100 score them (notebook 04).
+so these forecasts extrapolate; the dataset's nine fp16 BMMs on the H100 score them (notebook 04). Extrapolating,
+the model forecasts some narrow batched matmuls slower in fp16 than in fp32, which a kernel moving half the bytes at
+many times the peak does not do; predict_fp16 caps the forecast by the fp32 one.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import paths
@@ -45,6 +48,13 @@ def fp16_device(device: Device, tensor_gflops: float) -> Device:
     scale = FP32_BYTES / FP16_BYTES
     return replace(device, name=f"{device.name} (fp16 tensor cores)", mem_bw_gbps=device.mem_bw_gbps * scale,
                    l2_mb=device.l2_mb * scale, mem_gb=device.mem_gb * scale, peak_gflops=float(tensor_gflops))
+
+
+def predict_fp16(df: pd.DataFrame, device: Device, tensor_gflops: float, predict) -> np.ndarray:
+    """fp16 tensor-core latency (ms) of df's GEMMs on `device`: predict(rows, device) on fp16_device, capped by the
+    fp32 forecast on `device` itself (notebook 04)."""
+    # fp16_ms = min(forecast on the equivalent device, fp32 forecast): half the bytes, a higher peak, never slower
+    return np.minimum(predict(df, fp16_device(device, tensor_gflops)), predict(df, device))
 
 
 def tensor_gflops(device: Device, path: Path | str | None = None) -> float:

@@ -1313,6 +1313,12 @@ def test_04_fp16_reading():
     forecast = fast["gflop"] / fast["pred_neusight"] / peak_tflops
     says(NB04, f"Measured, those three reach {100 * reached.min():.0f}% to {100 * reached.max():.0f}% of the tensor "
                f"peak; the forecast has them at {100 * forecast.min():.0f}% to {100 * forecast.max():.0f}%")
+    assert (rows["pred_neusight"] == rows["pred_neusight_uncapped"]).all()   # "the cap moves none of the nine"
+    cap = table("04-fp16-cap").set_index(["device", "shapes", "op"])["capped_pct"]
+    says(NB04, f"forecast {cap[(H100, 'training', 'bmm')]:.1f}% of the training lists' batched-matmul shapes slower in "
+               f"fp16 than in fp32 on the H100 ({cap[('NVIDIA H200', 'training', 'bmm')]:.1f}% on the H200)")
+    rest = cap.drop([(d, "training", "bmm") for d in (H100, "NVIDIA H200")])
+    says(NB04, f"at most {rest.max():.1f}% of the held-out shapes or of either list's linear layers")
 
 
 def test_04_own_measurements_driver_spec():

@@ -62,3 +62,16 @@ def test_the_datasets_fp16_bmms_read_as_kernel_rows(tmp_path):
         precision.fp16_bmm_measurements(bad)
     with pytest.raises(precision.PrecisionError, match="none.csv: not found"):
         precision.fp16_bmm_measurements(tmp_path / "none.csv")
+
+
+def test_an_fp16_forecast_is_never_slower_than_the_fp32_one():
+    # a stand-in model: 1 ms on the fp16 device for the first row, 5 ms for the second; 3 ms on the fp32 device
+    h100 = device_by_name(H100)
+    rows = pd.DataFrame({"op": ["bmm", "bmm"], "B": [1, 2], "M": [64] * 2, "N": [64] * 2, "K": [64] * 2})
+    seen = []
+
+    def predict(df, device):
+        seen.append(device.name)
+        return np.array([1.0, 5.0]) if device.name.endswith("(fp16 tensor cores)") else np.full(len(df), 3.0)
+    assert precision.predict_fp16(rows, h100, 989_500, predict).tolist() == [1.0, 3.0]
+    assert seen == [f"{H100} (fp16 tensor cores)", H100]
