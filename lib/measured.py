@@ -18,7 +18,7 @@ from .data import OP_CLASS, read_kernel_csv
 from .devices import DeviceError, device_by_name, load_device
 from .labels import LABEL_COLUMNS as DATASET_LABEL_COLUMNS
 from .labels import LABEL_FILE, load_labels
-from .metrics import ape, mape
+from .metrics import ape
 
 COLUMNS = ("run", "op", "op_class", "device", "B", "M", "N", "K", "H", "latency_ms", "kernel_name")
 SETTING_KEYS = ["gpu", "device", "model", "mode", "seq", "batch", "option"]   # one measured setting on one GPU
