@@ -2,7 +2,7 @@
 
   python -m lib.profile --ops bmm,linear --dims train|test|DIMS.csv --output OUT.csv
                         [--repeat 30] [--warmup 10] [--sample N] [--seed 0] [--max-seconds S]
-                        [--device-json OUT.json] [--overwrite] [--flush-l2] [--dtype fp32|fp16]
+                        [--device-json OUT.json] [--overwrite] [--flush-l2 | --gpu-busy] [--dtype fp32|fp16]
 
 The ops, shape lists, timing and kernel-trace parsing live in lib.profile_ops (re-exported here);
 this module holds the collection loop, the dataset-schema CSV, the device JSON and the CLI.
@@ -18,6 +18,7 @@ from pathlib import Path
 from . import paths
 from .cli import Parser
 from .profile_ops import (ALL_OPS, DIMS_LIST, DTYPE_BYTES, EW_OPS, FLUSH_L2_FACTOR, GEMM_DIMS,  # noqa: F401
+                          GPU_BUSY_CYCLES, gpu_spinner,
                           GEMM_OPS, KEEP_FRACTION, LABEL, SCALAR, SLOW_MS, VEC_DIMS, VEC_OPS, ProfileError,
                           build_op, check_dtype, dataset_dims_file, dims_of, fastest_mean, footprint_bytes,
                           kernel_columns, kernels_by_label, l2_flusher, profile_kernels, read_dims, time_op)
@@ -89,16 +90,18 @@ def versions(torch) -> dict:
             "CUDA Version": "cu" + cuda.replace(".", "")}
 
 
-# Kernels timed unlike the dataset, with the L2 flushed (collect's flush_l2) or in fp16 (its dtype), go to a
-# subfolder of their run folder (kernel_folder), apart from the dataset-method CSVs that lib.measured reads
-# (data/measured/README.md).
+# Kernels timed unlike the dataset, with the L2 flushed (collect's flush_l2), behind a busy GPU (its gpu_busy) or
+# in fp16 (its dtype), go to a subfolder of their run folder (kernel_folder), apart from the dataset-method CSVs that
+# lib.measured reads (data/measured/README.md).
 FLUSH_L2_FOLDER = "flush-l2"
+GPU_BUSY_FOLDER = "gpu-busy"
 
 
-def kernel_folder(flush_l2: bool = False, dtype: str = "fp32") -> str:
-    """The run folder's subfolder for kernels timed so: '' (the dataset's way), 'flush-l2', 'fp16', 'fp16-flush-l2'
-    (notebook 01)."""
-    return "-".join(part for part in ("" if dtype == "fp32" else dtype, FLUSH_L2_FOLDER if flush_l2 else "") if part)
+def kernel_folder(flush_l2: bool = False, dtype: str = "fp32", gpu_busy: bool = False) -> str:
+    """The run folder's subfolder for kernels timed so: '' (the dataset's way), 'flush-l2', 'gpu-busy', 'fp16',
+    'fp16-flush-l2', 'fp16-gpu-busy' (notebook 01)."""
+    parts = ("" if dtype == "fp32" else dtype, FLUSH_L2_FOLDER if flush_l2 else "", GPU_BUSY_FOLDER if gpu_busy else "")
+    return "-".join(part for part in parts if part)
 
 
 def run_folder(torch, index: int = 0) -> str:
@@ -186,12 +189,13 @@ def warm_up_clocks(torch, seconds: float = WARM_UP_S, clock=time.monotonic) -> i
 def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repeat: int = 30,
             sample: int | None = None, seed: int = 0, device_json: Path | None = None,
             chunk: int = 100, max_seconds: float | None = None, overwrite: bool = False,
-            warm_up_s: float = 0.0, flush_l2: bool = False, dtype: str = "fp32") -> Path:
+            warm_up_s: float = 0.0, flush_l2: bool = False, dtype: str = "fp32", gpu_busy: bool = False) -> Path:
     """Measure every (op, shape) on GPU 0 and write one dataset-schema CSV, after warm_up_s seconds of
-    warm_up_clocks; flush_l2: the L2 flushed before every timed call (l2_flusher), and dtype fp16 (GEMMs only),
-    both unlike the dataset (notebook 01)."""
+    warm_up_clocks; flush_l2: the L2 flushed before every timed call (l2_flusher), gpu_busy: the GPU kept busy
+    before it (gpu_spinner), and dtype fp16 (GEMMs only), each unlike the dataset (notebook 01)."""
     for op in ops:
         check_dtype(op, dtype)
+    check_before(flush_l2, gpu_busy)
     refuse_existing(output, overwrite)
     torch = require_cuda()
     from tqdm import tqdm
@@ -206,7 +210,8 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
     num_sm = torch.cuda.get_device_properties(0).multi_processor_count
     fixed = {"Device": name, **versions(torch)}
     work = [(op, s) for op in ops for s in sample_shapes(op, dims_arg, sample, seed)]
-    before = l2_flusher(torch, torch.cuda.get_device_properties(0).L2_cache_size) if flush_l2 else None
+    before = (l2_flusher(torch, torch.cuda.get_device_properties(0).L2_cache_size) if flush_l2
+              else gpu_spinner(torch) if gpu_busy else None)
     if warm_up_s > 0:
         warm_up_clocks(torch, warm_up_s)
     rows, batch, calls, held, start = [], [], [], 0, time.monotonic()
@@ -278,6 +283,13 @@ def collect(ops: list[str], dims_arg: str, output: Path, warmup: int = 10, repea
     return out
 
 
+def check_before(flush_l2: bool, gpu_busy: bool) -> None:
+    """Refuse a flush and a busy GPU together: the flush keeps the GPU busy too, and the pair names no single effect."""
+    if flush_l2 and gpu_busy:
+        raise ProfileError("--flush-l2 and --gpu-busy exclude each other: a flush also keeps the GPU busy "
+                           "(time one, then the other)")
+
+
 def error_line(e: BaseException) -> str:
     """'OutOfMemoryError: CUDA out of memory. ...': the type and the first line of an error's message."""
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
@@ -297,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     ap.add_argument("--flush-l2", action="store_true",
                     help=f"overwrite {FLUSH_L2_FACTOR} x the L2's size before every timed call (the dataset did not)")
+    ap.add_argument("--gpu-busy", action="store_true",
+                    help=f"keep the GPU busy for {GPU_BUSY_CYCLES:,} cycles before every timed call, so the call is "
+                         "queued and its launch gap untimed; the L2 is left as it was (the dataset did neither)")
     ap.add_argument("--dtype", default="fp32", choices=tuple(DTYPE_BYTES),
                     help="fp16: GEMMs on tensor cores (the dataset: fp32, TF32 off)")
     a = ap.parse_args(argv)
@@ -308,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ProfileError("--repeat must be >= 1 and --warmup >= 0")
         collect(ops, a.dims, a.output, a.warmup, a.repeat, a.sample, a.seed, a.device_json,
                 max_seconds=a.max_seconds, overwrite=a.overwrite, warm_up_s=WARM_UP_S, flush_l2=a.flush_l2,
-                dtype=a.dtype)
+                dtype=a.dtype, gpu_busy=a.gpu_busy)
     except ProfileError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """Notebook 01's GPU run in one call: every op's kernels, then every plain label setting, in one time budget.
 
   python -m lib.profile_all [--params params/full/01-profile-kernels.yaml] [--budget-s S] [--archive OUT.tgz]
-                            [--flush-l2] [--dtype fp32|fp16]
+                            [--flush-l2 | --gpu-busy] [--dtype fp32|fp16]
 
 The parameters are notebook 01's (profile_ops, profile_dims, profile_out_dir, profile_overwrite, profile_sample,
 profile_max_seconds, profile_models_max, seed): its parameters cell, then the YAML, so a GPU lent for minutes (a
@@ -12,7 +12,8 @@ models as possible measured once. A kernel shape or a model setting already star
 beyond the budget. --archive packs the measurement folder into one .tgz after every op and setting and once more
 at the end, also after an error, Ctrl-C or SIGTERM (a timeout's), so what was measured comes back. Exit status: 0,
 1 if an op or a setting failed, 2 on bad input, 130 when interrupted. --flush-l2 (the L2 flushed before every timed
-call) and --dtype fp16 (the GEMM ops alone, on tensor cores) time kernel ops alone, with the whole budget, into a
+call), --gpu-busy (every timed call queued behind a busy GPU, so its launch gap is not timed) and --dtype fp16 (the
+GEMM ops alone, on tensor cores) time kernel ops alone, with the whole budget, into a
 subfolder of the run folder (lib.profile.kernel_folder): the model settings are the dataset's, fp32 and unflushed.
 """
 from __future__ import annotations
@@ -108,7 +109,8 @@ def empty_result() -> dict:
 
 
 def profile_all(params: dict, budget_s: float | None = None, clock=time.monotonic, after_each=None,
-                result: dict | None = None, flush_l2: bool = False, dtype: str = "fp32") -> dict:
+                result: dict | None = None, flush_l2: bool = False, dtype: str = "fp32",
+                gpu_busy: bool = False) -> dict:
     """Measure notebook 01's kernels and label settings on GPU 0 into the folders of data/measured/README.md (notebook 01).
 
     Returns `result` (empty_result() if None), filled as the run goes, so an interrupted run still has it:
@@ -117,20 +119,21 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     fewer rows than the op's sampled shapes is partial, whether its time ran out, shapes were skipped (out of
     memory), the op failed or was interrupted, or it was kept from an earlier run. A failing op or setting is listed
     and the run goes on (a GPU lent for minutes is not lent twice), unless it left the GPU unusable.
-    `after_each()` runs after every op and setting (the command packs its archive there). flush_l2 or dtype fp16:
-    the kernel ops alone (fp16: the GEMMs), timed so (lib.profile.collect) into <run folder>/<kernel_folder>, with the
+    `after_each()` runs after every op and setting (the command packs its archive there). flush_l2, gpu_busy or dtype
+    fp16: the kernel ops alone (fp16: the GEMMs), timed so (lib.profile.collect) into <run folder>/<kernel_folder>, with the
     whole budget.
     """
-    from .profile import (WARM_UP_S, collect, error_line, kernel_folder, require_cuda, run_folder, sample_shapes,
-                          warm_up_clocks, write_device_json)
+    from .profile import (WARM_UP_S, check_before, collect, error_line, kernel_folder, require_cuda, run_folder,
+                          sample_shapes, warm_up_clocks, write_device_json)
     from .profile_model import label_settings, measure
+    check_before(flush_l2, gpu_busy)
     torch = require_cuda()
     start = clock()
-    kernels_only = bool(kernel_folder(flush_l2, dtype))   # no model setting is timed unlike the dataset
+    kernels_only = bool(kernel_folder(flush_l2, dtype, gpu_busy))   # no model setting is timed unlike the dataset
     kernel_end = None if budget_s is None else start + (1.0 if kernels_only else KERNEL_SHARE) * budget_s
     out_dir = paths.ROOT / params["profile_out_dir"]
     run_dir = out_dir / run_folder(torch)
-    kernel_dir = run_dir / kernel_folder(flush_l2, dtype)
+    kernel_dir = run_dir / kernel_folder(flush_l2, dtype, gpu_busy)
     result = empty_result() if result is None else result
 
     def note(kind: str, line: str) -> None:
@@ -173,7 +176,8 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
             continue
         try:
             collect([op], params["profile_dims"], out_csv, sample=params["profile_sample"], seed=params["seed"],
-                    max_seconds=seconds, overwrite=True, flush_l2=flush_l2, dtype=dtype)
+                    max_seconds=seconds, overwrite=True, flush_l2=flush_l2, dtype=dtype,
+                    gpu_busy=gpu_busy)
         except KeyboardInterrupt:   # Ctrl-C, or the command's SIGTERM: collect wrote the rows it had timed
             check_rows(op, out_csv, " (interrupted)")
             raise
@@ -244,6 +248,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also pack the measurement folder into this .tgz, after every op and setting")
     ap.add_argument("--flush-l2", action="store_true",
                     help="time the kernel ops alone, the L2 flushed before every call, into <run folder>/flush-l2")
+    ap.add_argument("--gpu-busy", action="store_true",
+                    help="time the kernel ops alone, each call queued behind a busy GPU (its launch gap untimed, the "
+                         "L2 as it was), into <run folder>/gpu-busy")
     ap.add_argument("--dtype", default="fp32", choices=tuple(DTYPE_BYTES),
                     help="fp16: time the GEMM ops alone, on tensor cores, into <run folder>/fp16")
     a = ap.parse_args(argv)
@@ -260,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         result, interrupted = empty_result(), False
         before = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            profile_all(params, a.budget_s, after_each=pack, result=result, flush_l2=a.flush_l2, dtype=a.dtype)
+            profile_all(params, a.budget_s, after_each=pack, result=result, flush_l2=a.flush_l2, dtype=a.dtype,
+                        gpu_busy=a.gpu_busy)
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -150,6 +150,21 @@ def test_collect_flushes_the_l2_only_when_asked(fake_gpu, tmp_path, monkeypatch)
     assert made == [] and seen == [None] * 7
 
 
+def test_collect_keeps_the_gpu_busy_only_when_asked(fake_gpu, tmp_path, monkeypatch):
+    # gpu_busy hands time_op a spinner of GPU_BUSY_CYCLES (no buffer, no flush); with flush_l2 too, it refuses
+    # before timing anything and writes nothing
+    fake, dims = fake_gpu
+    spun, seen = [], []
+    monkeypatch.setattr(P, "gpu_spinner", lambda torch: spun.append(torch) or "spin")
+    monkeypatch.setattr(P, "l2_flusher", lambda torch, l2_bytes: pytest.fail("flushed"))
+    monkeypatch.setattr(P, "time_op", lambda fn, warmup, repeat, before=None: seen.append(before) or 1.0)
+    P.collect(["bmm"], str(dims), tmp_path / "busy.csv", gpu_busy=True)
+    assert spun == [fake] and seen == ["spin"] * 7
+    with pytest.raises(P.ProfileError, match="--flush-l2 and --gpu-busy exclude each other"):
+        P.collect(["bmm"], str(dims), tmp_path / "both.csv", flush_l2=True, gpu_busy=True)
+    assert not (tmp_path / "both.csv").exists() and len(seen) == 7
+
+
 def test_collect_skips_a_failing_shape_and_keeps_the_rest(fake_gpu, tmp_path, monkeypatch, capsys):
     fake, dims = fake_gpu
     import weakref
@@ -287,15 +302,17 @@ def test_collect_warms_up_before_timing(fake_gpu, tmp_path, monkeypatch):
 
 def test_the_command_passes_flush_l2_and_dtype_to_collect(monkeypatch, tmp_path):
     seen = []
-    monkeypatch.setattr(P, "collect", lambda *a, **kw: seen.append((kw["flush_l2"], kw["dtype"])))
-    for extra in ([], ["--flush-l2"], ["--dtype", "fp16"]):
+    monkeypatch.setattr(P, "collect", lambda *a, **kw: seen.append((kw["flush_l2"], kw["dtype"], kw["gpu_busy"])))
+    for extra in ([], ["--flush-l2"], ["--dtype", "fp16"], ["--gpu-busy"]):
         assert P.main(["--ops", "bmm", "--dims", "test", "--output", str(tmp_path / "o.csv"), *extra]) == 0
-    assert seen == [(False, "fp32"), (True, "fp32"), (False, "fp16")]
+    assert seen == [(False, "fp32", False), (True, "fp32", False), (False, "fp16", False), (False, "fp32", True)]
 
 
 def test_kernels_timed_unlike_the_dataset_get_their_own_folder():
     assert P.kernel_folder() == "" and P.kernel_folder(flush_l2=True) == P.FLUSH_L2_FOLDER == "flush-l2"
     assert P.kernel_folder(dtype="fp16") == "fp16" and P.kernel_folder(True, "fp16") == "fp16-flush-l2"
+    assert P.kernel_folder(gpu_busy=True) == P.GPU_BUSY_FOLDER == "gpu-busy"
+    assert P.kernel_folder(dtype="fp16", gpu_busy=True) == "fp16-gpu-busy"
 
 
 def test_collect_times_fp16_gemms_and_refuses_other_ops_before_anything(fake_gpu, tmp_path, monkeypatch):

@@ -90,9 +90,10 @@ class FakeRun:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("{}")
 
-        def collect(ops, dims, out_csv, sample, seed, max_seconds, overwrite, flush_l2=False, dtype="fp32"):
+        def collect(ops, dims, out_csv, sample, seed, max_seconds, overwrite, flush_l2=False, dtype="fp32",
+                    gpu_busy=False):
             self.calls.append(("collect", ops[0], max_seconds))
-            self.flushed.append(flush_l2)
+            self.flushed.append("flush" if flush_l2 else "busy" if gpu_busy else flush_l2)
             self.dtypes.append(dtype)
             self.now += op_s
             if ops[0] in self.fail:
@@ -200,11 +201,22 @@ def test_a_flushed_run_times_the_kernels_alone_into_their_own_folder(monkeypatch
     run = FakeRun(monkeypatch, tmp_path)
     out = PA.profile_all(run.params, budget_s=100, clock=run.clock, flush_l2=True)
     assert run.ran("collect") == [("add", pytest.approx(100 / 3)), ("bmm", 45), ("linear", 80)]
-    assert run.flushed == [True] * 3 and run.ran("measure") == []
+    assert run.flushed == ["flush"] * 3 and run.ran("measure") == []
     folder = Path(run.params["profile_out_dir"]) / "NVIDIA_Fake_torch2_cuda12"
     assert out["kernel_csvs"] == [folder / P.FLUSH_L2_FOLDER / f"{op}.csv" for op in ("add", "bmm", "linear")]
     assert (folder / "device.json").exists() and not list(folder.glob("*.csv"))
     assert out["labels"] == out["skipped"] == out["failed"] == []
+
+
+def test_a_busy_gpu_run_times_the_kernels_alone_into_their_own_folder(monkeypatch, tmp_path):
+    # --gpu-busy, like --flush-l2: every op, into <run folder>/gpu-busy, no model setting; with --flush-l2 too, it
+    # refuses before the GPU is asked for
+    run = FakeRun(monkeypatch, tmp_path)
+    out = PA.profile_all(run.params, budget_s=100, clock=run.clock, gpu_busy=True)
+    assert run.flushed == ["busy"] * 3 and run.ran("measure") == []
+    assert [p.parent.name for p in out["kernel_csvs"]] == [P.GPU_BUSY_FOLDER] * 3
+    with pytest.raises(P.ProfileError, match="exclude each other"):
+        PA.profile_all(run.params, clock=run.clock, flush_l2=True, gpu_busy=True)
 
 
 def test_an_fp16_run_times_the_gemms_alone_into_their_own_folder(monkeypatch, tmp_path):
@@ -218,7 +230,7 @@ def test_an_fp16_run_times_the_gemms_alone_into_their_own_folder(monkeypatch, tm
     assert run.ran("measure") == [] and out["labels"] == out["skipped"] == []
     run = FakeRun(monkeypatch, tmp_path / "both")
     out = PA.profile_all(run.params, clock=run.clock, flush_l2=True, dtype="fp16")
-    assert [p.parent.name for p in out["kernel_csvs"]] == ["fp16-flush-l2"] * 2 and run.flushed == [True] * 2
+    assert [p.parent.name for p in out["kernel_csvs"]] == ["fp16-flush-l2"] * 2 and run.flushed == ["flush"] * 2
 
 
 def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):

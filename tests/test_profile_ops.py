@@ -1,4 +1,6 @@
 """The collector's ops, dims files, timing reduction and trace parsing (lib.profile_ops), on CPU."""
+import types
+
 import pytest
 import torch
 
@@ -182,6 +184,14 @@ def test_a_flush_runs_before_each_timed_call_outside_its_events(monkeypatch):
     assert log.count("flush") == 30 and log.count("call") == 1 + 1 + 10 + 30
     timed = log[log.index("flush"):]
     assert timed == ["flush", "event", "call", "event"] * 30
+
+
+def test_gpu_spinner_sleeps_the_gpu_for_its_cycles():
+    slept = []
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(_sleep=slept.append))
+    P.gpu_spinner(fake)()
+    P.gpu_spinner(fake, cycles=7)()
+    assert slept == [P.GPU_BUSY_CYCLES, 7] and P.GPU_BUSY_CYCLES == 200_000
 
 
 def test_l2_flusher_overwrites_twice_the_l2():
