@@ -19,6 +19,7 @@ from .devices import DeviceError, device_by_name, load_device
 from .labels import LABEL_COLUMNS as DATASET_LABEL_COLUMNS
 from .labels import LABEL_FILE, load_labels
 from .metrics import ape
+from .ops import FP32_BYTES
 
 COLUMNS = ("run", "op", "op_class", "device", "B", "M", "N", "K", "H", "latency_ms", "kernel_name")
 SETTING_KEYS = ["gpu", "device", "model", "mode", "seq", "batch", "option"]   # one measured setting on one GPU
@@ -29,9 +30,11 @@ class MeasuredError(ValueError):
     """A measured file that cannot be scored; the message names the file or folder."""
 
 
-def measured_kernels(root: Path | str = paths.MEASURED) -> pd.DataFrame:
-    """Every kernel CSV under root/<run folder>/, one row per kernel with its run folder; empty if none."""
-    frames = [read_kernel_csv(f).assign(run=f.parent.name) for f in sorted(Path(root).glob("*/*.csv"))]
+def measured_kernels(root: Path | str = paths.MEASURED, folder: str = "") -> pd.DataFrame:
+    """Every kernel CSV under root/<run folder>/<folder>/ (lib.profile.kernel_folder: '' is the dataset's way of
+    timing), one row per kernel with its run folder; empty if none (notebook 04)."""
+    pattern = f"*/{folder}/*.csv" if folder else "*/*.csv"
+    frames = [read_kernel_csv(f).assign(run=f.relative_to(root).parts[0]) for f in sorted(Path(root).glob(pattern))]
     if not frames:
         return pd.DataFrame(columns=list(COLUMNS))
     df = pd.concat(frames, ignore_index=True)
@@ -63,6 +66,43 @@ def error_table(df: pd.DataFrame, by: str) -> pd.DataFrame:
         ["run", "op_class", by], sort=True, observed=True)
     return pd.DataFrame({"kernels": g.size(), "mape_pct": g["err"].mean(),
                          "median_ratio": g["ratio"].median()}).reset_index()
+
+
+# One B x H fp32 tensor's size (MB), in bins around the L2 sizes: the training GPUs' largest L2 (the A100's 40 MB)
+# and the H200's (60 MiB as its driver reports it) lie in 8-60 MB; from 240 MB, an op's tensors are four L2s or more.
+TENSOR_MB_BINS = (0, 8, 60, 240, np.inf)
+
+
+def tensor_mb(rows: pd.DataFrame) -> pd.Series:
+    """The TENSOR_MB_BINS interval of one B x H fp32 tensor of each vector-op row (notebook 04)."""
+    return pd.cut(rows["B"] * rows["H"] * FP32_BYTES / 1e6, TENSOR_MB_BINS, right=False)
+
+
+SHAPE_KEYS = ["run", "op", "B", "M", "N", "K", "H"]   # one kernel shape of one run, timed one way or another
+
+
+# time_ratio = other way's latency / base way's, of the same run, op and shape; each way's forecast is scored against
+# its own measurement (the forecast is the same: it never reads how a kernel was timed)
+def paired_timings(base: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """Shapes timed both ways (forecast_measured rows of each, matched by SHAPE_KEYS; a shape sampled twice first to
+    first): base's rows with latency_ms_other, pred_ms_other and time_ratio (notebook 04)."""
+    def numbered(df: pd.DataFrame) -> pd.DataFrame:
+        return df.assign(nth=df.groupby(SHAPE_KEYS, dropna=False).cumcount())
+    both = numbered(base).merge(numbered(other)[SHAPE_KEYS + ["nth", "latency_ms", "pred_ms"]],
+                                on=SHAPE_KEYS + ["nth"], suffixes=("", "_other")).drop(columns="nth")
+    return both.assign(time_ratio=both["latency_ms_other"] / both["latency_ms"])
+
+
+def timing_change(base: pd.DataFrame, other: pd.DataFrame, by: str) -> pd.DataFrame:
+    """Shapes timed both ways (paired_timings): kernels, median time_ratio and error_table's MAPE and median
+    forecast / measured of each way, per run, op class and `by` value (notebook 04)."""
+    both = paired_timings(base, other)
+    keys = ["run", "op_class", by]
+    ratio = both.groupby(keys, sort=True, observed=True)["time_ratio"].median()
+    base_err = error_table(both, by).set_index(keys)
+    other_err = error_table(both.assign(latency_ms=both["latency_ms_other"], pred_ms=both["pred_ms_other"]), by)
+    return (base_err.assign(median_time_ratio=ratio)
+            .join(other_err.set_index(keys).drop(columns="kernels"), rsuffix="_other").reset_index())
 
 
 SCORE_COLUMNS = ["run", "device", "op_class", "kernels", "mape_pct", "median_ratio", "level_free_mape_pct"]

@@ -21,6 +21,7 @@ import pandas as pd
 
 from . import paths
 from .devices import Device
+from .metrics import ape
 from .ops import FP32_BYTES, GEMM_OPS
 
 FP16_BYTES = 2
@@ -57,6 +58,35 @@ def predict_fp16(df: pd.DataFrame, device: Device, tensor_gflops: float, predict
     return np.minimum(predict(df, fp16_device(device, tensor_gflops)), predict(df, device))
 
 
+FP16_METHODS = {"pred_neusight": "NeuSight, fp16 device", "pred_roofline": "roofline, fp16 device",
+                "pred_fp32": "NeuSight, fp32 (no tensor cores)"}   # the forecasts notebook 04 scores
+
+
+def fp16_forecasts(rows: pd.DataFrame, device: Device, predict) -> pd.DataFrame:
+    """rows (B, M, N, K) with gflop, FP16_METHODS' forecasts (ms) of them in fp16 on `device` and the NeuSight one
+    without predict_fp16's cap, pred_neusight_uncapped; predict(rows, device) -> ms (notebook 04)."""
+    from .kernels import predict_kernels   # lib.kernels imports this module
+    peak = tensor_gflops(device)
+    fp16 = fp16_device(device, peak)
+    return rows.assign(gflop=2 * rows["B"] * rows["M"] * rows["N"] * rows["K"] / 1e9,
+                       pred_neusight=predict_fp16(rows, device, peak, predict), pred_neusight_uncapped=predict(rows, fp16),
+                       pred_roofline=predict_kernels(rows, fp16, method="roofline"), pred_fp32=predict(rows, device))
+
+
+def fp16_scores(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """Per FP16_METHODS method (and `by` group) of fp16_forecasts rows: kernels, MAPE (%) and the median, smallest
+    and largest forecast / measured (notebook 04)."""
+    by = by or []
+    rows = []
+    for key, d in (df.groupby(by, sort=True, observed=True) if by else [((), df)]):
+        group = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        for col, label in FP16_METHODS.items():
+            ratio = d[col] / d["latency_ms"]
+            rows.append({**group, "method": label, "kernels": len(d), "mape_pct": ape(d[col], d["latency_ms"]).mean(),
+                         "median_ratio": ratio.median(), "min_ratio": ratio.min(), "max_ratio": ratio.max()})
+    return pd.DataFrame(rows, columns=[*by, "method", "kernels", "mape_pct", "median_ratio", "min_ratio", "max_ratio"])
+
+
 def tensor_gflops(device: Device, path: Path | str | None = None) -> float:
     """Dense fp16 tensor-core peak (GFLOP/s): the device JSON's FP16_TENSOR_KEY, else FP16_TENSOR_GFLOPS by name."""
     path = Path(path or device.path) if (path or device.path) else None
@@ -77,7 +107,8 @@ def fp16_note(device: Device) -> str:
     """The warning every fp16 forecast of lib.kernels carries: what it extrapolates from (notebook 04)."""
     return (f"{device.name}: forecast by predictors that learned fp32 CUDA-core kernels only, with the fp16 peak "
             f"({device.peak_gflops:g} GFLOP/s) and twice the bandwidth, L2 and memory (lib.precision); an "
-            "extrapolation, scored on the dataset's nine H100 fp16 BMMs only (notebook 04)")
+            "extrapolation, scored on the dataset's nine H100 fp16 BMMs and on our H200's fp16 BMMs and linear layers "
+            "(notebook 04)")
 
 
 def fp16_bmm_measurements(path: Path | str = FP16_BMM_CSV) -> pd.DataFrame:

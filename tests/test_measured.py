@@ -30,6 +30,9 @@ def test_collector_files_read_back_as_one_table(tmp_path):
     assert set(df["run"]) == {run.name} and list(df["op_class"]) == ["BMM", "BMM", "LN"]
     assert df.loc[df["op"] == "ln", "H"].item() == 1024 and pd.isna(df.loc[df["op"] == "ln", "M"].item())
     assert measured.measured_kernels(tmp_path / "none").empty
+    only_flushed = measured.measured_kernels(tmp_path, profile.FLUSH_L2_FOLDER)   # that folder alone, same run
+    assert list(only_flushed["op"]) == ["ln"] and set(only_flushed["run"]) == {run.name}
+    assert measured.measured_kernels(tmp_path, "fp16").empty
 
 
 def test_score_by_hand(tmp_path):
@@ -198,3 +201,17 @@ def test_a_label_notebook_05_cannot_forecast_is_named(tmp_path, stem, message):
     _write_label(tmp_path, "NVIDIA H200", stem, 70.0)
     with pytest.raises(measured.MeasuredError, match=message):
         measured.measured_labels(tmp_path)
+
+
+def test_timing_change_by_hand():
+    # one run, two ln shapes (the second sampled twice), timed a base way and another: the time ratios 2/1, 1/4, 3/4
+    # (median 0.75), and each way's forecast (the same 2 ms) scored against its own timing
+    base = pd.DataFrame({"run": "r", "op": "ln", "op_class": "LN", "B": [1, 2, 2], "M": np.nan, "N": np.nan,
+                         "K": np.nan, "H": 8.0, "latency_ms": [1.0, 4.0, 4.0], "pred_ms": 2.0, "size": "s"})
+    other = base.assign(latency_ms=[2.0, 1.0, 3.0])
+    assert list(measured.paired_timings(base, other)["time_ratio"]) == [2.0, 0.25, 0.75]
+    t = measured.timing_change(base, other, "size").iloc[0]
+    assert t["kernels"] == 3 and t["median_time_ratio"] == pytest.approx(0.75)
+    assert t["mape_pct"] == pytest.approx((100 + 50 + 50) / 3) and t["median_ratio"] == pytest.approx(0.5)
+    assert t["mape_pct_other"] == pytest.approx((0 + 100 + 100 / 3) / 3) and t["median_ratio_other"] == pytest.approx(1)
+    assert measured.timing_change(base, other.iloc[:0], "size").empty      # nothing timed the other way

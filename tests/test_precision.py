@@ -75,3 +75,26 @@ def test_an_fp16_forecast_is_never_slower_than_the_fp32_one():
         return np.array([1.0, 5.0]) if device.name.endswith("(fp16 tensor cores)") else np.full(len(df), 3.0)
     assert precision.predict_fp16(rows, h100, 989_500, predict).tolist() == [1.0, 3.0]
     assert seen == [f"{H100} (fp16 tensor cores)", H100]
+
+
+def test_fp16_forecasts_and_their_scores_by_hand():
+    # the stand-in model above on two measured BMMs of 2 ms: NeuSight capped [1, 3] and uncapped [1, 5], fp32 [3, 3];
+    # the roofline on the fp16 device is a bound, below both measurements
+    h100 = device_by_name(H100)
+    rows = pd.DataFrame({"op": ["bmm", "bmm"], "B": [1, 2], "M": [64] * 2, "N": [64] * 2, "K": [64] * 2,
+                         "latency_ms": [2.0, 2.0]})
+
+    def predict(df, device):
+        return np.array([1.0, 5.0]) if device.name.endswith("(fp16 tensor cores)") else np.full(len(df), 3.0)
+    out = precision.fp16_forecasts(rows, h100, predict)
+    assert out["gflop"].tolist() == pytest.approx([2 * 64**3 / 1e9, 4 * 64**3 / 1e9])
+    assert out["pred_neusight"].tolist() == [1.0, 3.0] and out["pred_neusight_uncapped"].tolist() == [1.0, 5.0]
+    assert out["pred_fp32"].tolist() == [3.0, 3.0] and (out["pred_roofline"] < 2).all()
+    score = precision.fp16_scores(out).set_index("method")
+    assert list(score.index) == list(precision.FP16_METHODS.values()) and (score["kernels"] == 2).all()
+    ns = score.loc["NeuSight, fp16 device"]
+    assert ns["mape_pct"] == pytest.approx(50) and ns["median_ratio"] == pytest.approx(1.0)   # ratios 0.5 and 1.5
+    assert (ns["min_ratio"], ns["max_ratio"]) == (0.5, 1.5)
+    by_b = precision.fp16_scores(out, ["B"])
+    assert list(by_b.columns[:2]) == ["B", "method"] and len(by_b) == 2 * 3 and (by_b["kernels"] == 1).all()
+    assert by_b.set_index(["B", "method"]).loc[(2, "NeuSight, fp32 (no tensor cores)"), "mape_pct"] == pytest.approx(50)
