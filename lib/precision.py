@@ -58,6 +58,17 @@ def predict_fp16(df: pd.DataFrame, device: Device, tensor_gflops: float, predict
     return np.minimum(predict(df, fp16_device(device, tensor_gflops)), predict(df, device))
 
 
+# cuBLAS's fastest fp16 kernels load 16-byte vectors along a matrix row, 8 fp16 elements: a GEMM whose row lengths,
+# K (of the left operand) and N (of the right one and the output), are multiples of 8 can run them. On the H200 the
+# Hopper kernels (nvjet_sm90) ran for exactly those shapes, and Ampere kernels aligned to 2 elements for the rest.
+FP16_ALIGN_ELEMENTS = 8
+
+
+def tensor_aligned(rows: pd.DataFrame) -> pd.Series:
+    """Whether each GEMM row's K and N are multiples of FP16_ALIGN_ELEMENTS (notebook 04)."""
+    return (rows["K"] % FP16_ALIGN_ELEMENTS == 0) & (rows["N"] % FP16_ALIGN_ELEMENTS == 0)
+
+
 FP16_METHODS = {"pred_neusight": "NeuSight, fp16 device", "pred_roofline": "roofline, fp16 device",
                 "pred_fp32": "NeuSight, fp32 (no tensor cores)"}   # the forecasts notebook 04 scores
 

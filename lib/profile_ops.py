@@ -181,8 +181,9 @@ def l2_flusher(torch, l2_bytes: int, device: str = "cuda"):
 
 # A busy GPU instead of a flush: the timed call's launches, issued while the GPU still spins on GPU_BUSY_CYCLES clock
 # cycles, wait in its queue, so its events time the kernel and not the host's launch gap; the L2 is left as it was.
-# 200,000 cycles at the H200's 1.98 GHz boost clock are 101 us, three times the 33 us floor of the H200's unflushed
-# timings of tiny kernels (data/measured/README.md), which is the launch gap of the device machine's sandbox.
+# 200,000 cycles at the H200's 1.98 GHz boost clock are 101 us, several times the launch gap of a lone call: no vector
+# kernel of the dataset was timed under 24 us, nor one of the H200 under 19.5 us, yet flushed (which also keeps the GPU
+# busy) the H200's fastest took 3.3 us (notebook 04, data/measured/README.md).
 GPU_BUSY_CYCLES = 200_000
 
 

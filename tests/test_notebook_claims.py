@@ -1321,6 +1321,88 @@ def test_04_fp16_reading():
     says(NB04, f"at most {rest.max():.1f}% of the held-out shapes or of either list's linear layers")
 
 
+def test_04_flush_reading():
+    """The H200's kernels timed with the L2 flushed, beside the dataset's timing (04-measured-flush, -flush-floor)."""
+    t = table("04-measured-flush").set_index(["op_class", "size"])
+    beyond = t.loc[[(c, s) for c in ("EW", "SOFTMAX", "LN") for s in ("60 to 240 MB", "240 to inf MB")]]
+    assert (beyond["median_time_ratio"].sub(1).abs() < 0.02).all()             # "within 2%"
+    says(NB04, f"(medians {beyond['median_time_ratio'].min():.3f} to {beyond['median_time_ratio'].max():.3f} per class "
+               "and size)")
+    ew = t.loc["EW"]
+    mid = ew.loc["60 to 240 MB"]
+    assert round(mid["median_ratio"], 2) == round(mid["median_ratio_other"], 2)   # "either way"
+    says(NB04, f"element-wise kernels of 60 to 240 MB are forecast {mid['median_ratio']:.2f} times too slow either way "
+               f"(MAPE {mid['mape_pct']:.1f}%, flushed {mid['mape_pct_other']:.1f}%)")
+    small, l2 = ew.loc["0 to 8 MB"], ew.loc["8 to 60 MB"]
+    assert small["median_time_ratio"] < 1 and l2["median_time_ratio"] < 1      # "the flushed times fall"
+    says(NB04, f"to a median {small['median_time_ratio']:.2f} of the others under 8 MB and "
+               f"{l2['median_time_ratio']:.2f} from 8 to 60 MB")
+    floor = table("04-measured-flush-floor").set_index(["timing", "device"])["min_ms"]
+    says(NB04, f"no vector kernel of the H200 took less than {1000 * floor[('ours', 'NVIDIA H200')]:.1f} us, and none "
+               f"of the dataset's less than {1000 * floor['dataset'].min():.1f} us on any GPU; flushed, the H200's "
+               f"fastest took {1000 * floor[('ours, L2 flushed', 'NVIDIA H200')]:.1f} us")
+    says(NB04, f"forecast the flushed element-wise kernels under 8 MB {small['median_ratio_other']:.2f} times too slow")
+    says(NB04, f"in the 8 to 60 MB bin, forecast {l2['median_ratio']:.2f} times too slow as the dataset timed it")
+    g = t.xs("every shape", level="size")
+    assert (g["median_time_ratio"].sub(1).abs() < 0.01).all()                  # "under 1%"
+    says(NB04, f"the flush moves their median time by under 1% ({g.loc['BMM', 'median_time_ratio']:.3f} batched "
+               f"matmul, {g.loc['FC', 'median_time_ratio']:.3f} linear)")
+    says(NB04, f"The batched-matmul MAPE still rises, from {g.loc['BMM', 'mape_pct']:.1f}% to "
+               f"{g.loc['BMM', 'mape_pct_other']:.1f}%")
+    assert g.loc["BMM", "mape_pct_other"] > g.loc["BMM", "mape_pct"]
+
+
+def test_04_fp16_own_reading():
+    """The H200's fp16 GEMMs forecast on the equivalent device (04-fp16-measured, -by-size, -kernels)."""
+    rows = table("04-fp16-measured-kernels")
+    n = rows["op"].value_counts()
+    says(NB04, f"on {len(rows)} fp16 GEMMs of the H200, {n['bmm']} batched matmuls and {n['linear']} linear layers")
+    t = table("04-fp16-measured").set_index(["op", "method"])
+    ns, roof, fp32 = ("NeuSight, fp16 device", "roofline, fp16 device", "NeuSight, fp32 (no tensor cores)")
+    says(NB04, f"is off by {t.loc[('bmm', ns), 'mape_pct']:.1f}% (batched matmul) and {t.loc[('linear', ns), 'mape_pct']:.1f}% "
+               f"(linear), too slow at a median {t.loc[('bmm', ns), 'median_ratio']:.2f} and "
+               f"{t.loc[('linear', ns), 'median_ratio']:.2f}")
+    nine = table("04-fp16-mape").set_index("method").loc[ns, "mape_pct"]
+    assert nine < t.loc[(slice(None), ns), "mape_pct"].min()                    # "worse than on the H100's nine"
+    says(NB04, f"That is worse than on the H100's nine ({nine:.1f}%)")
+    size = table("04-fp16-measured-by-size").set_index(["op", "gflop_bin", "method"])
+    big_ns, big_roof = size.loc[("bmm", "[100.0, inf)", ns)], size.loc[("bmm", "[100.0, inf)", roof)]
+    says(NB04, f"the batched matmuls of 100 GFLOP and more are forecast {big_ns['median_ratio']:.2f} times too slow")
+    peak_tflops = FP16_TENSOR_GFLOPS["NVIDIA H200"] / 1000
+    top = t.xs(ns, level="method")["max_measured_tflops"]
+    says(NB04, f"reached up to {top['bmm']:.0f} TFLOP/s (batched matmul) and {top['linear']:.0f} TFLOP/s (linear), "
+               f"{100 * top['bmm'] / peak_tflops:.0f}% and {100 * top['linear'] / peak_tflops:.0f}% of the dense peak")
+    align = table("04-fp16-measured-alignment")
+    align = align[align["method"] == ns].set_index(["op", "aligned"])
+    yes, no = align.xs(True, level="aligned"), align.xs(False, level="aligned")
+    assert (yes["hopper_share"] == 1).all() and (no["hopper_share"] == 0).all()   # "for every shape" / the others
+    says(NB04, f"the H200 ran Hopper kernels (`nvjet_sm90`) for every shape, {yes.loc['bmm', 'kernels']} batched matmuls "
+               f"and {yes.loc['linear', 'kernels']} linear layers, at a median {yes.loc['bmm', 'median_measured_tflops']:.0f} "
+               f"and {yes.loc['linear', 'median_measured_tflops']:.0f} TFLOP/s")
+    unaligned = rows[~rows["aligned"]]
+    vocab = unaligned[unaligned["op"] == "linear"]
+    assert ((vocab["N"] == 30522) | (vocab["K"] == 30522)).all()              # "BERT's vocabulary ... in all 48"
+    narrow = unaligned[unaligned["op"] == "bmm"]
+    assert ((narrow[["M", "N", "K"]] == 196).any(axis=1)).all()               # "a length of 196 in every such"
+    says(NB04, f"30,522 in all {len(vocab)} linear layers), it ran Ampere kernels aligned to 2 elements, at "
+               f"{no.loc['bmm', 'median_measured_tflops']:.0f} and {no.loc['linear', 'median_measured_tflops']:.0f} TFLOP/s")
+    assert (yes["median_ratio"] > 1).all() and (no["median_ratio"] < 1).all()
+    says(NB04, f"is too slow for the first (median {yes.loc['bmm', 'median_ratio']:.2f} and "
+               f"{yes.loc['linear', 'median_ratio']:.2f}) and too fast for the second ({no.loc['bmm', 'median_ratio']:.2f} "
+               f"and {no.loc['linear', 'median_ratio']:.2f})")
+    r = t.xs(roof, level="method")
+    assert (r["max_ratio"] < 1).all()                                            # "a bound on every kernel"
+    says(NB04, f"(at most {r['max_ratio'].max():.2f} of the measured time), is off by {r.loc['bmm', 'mape_pct']:.1f}% and "
+               f"{r.loc['linear', 'mape_pct']:.1f}%")
+    assert abs(r.loc["bmm", "mape_pct"] - t.loc[("bmm", ns), "mape_pct"]) < 2   # "no better than the bound"
+    assert big_roof["mape_pct"] < big_ns["mape_pct"]                             # "the bound is the closer"
+    says(NB04, f"from 100 GFLOP the bound is the closer ({big_roof['mape_pct']:.1f}% against {big_ns['mape_pct']:.1f}%)")
+    f = t.xs(fp32, level="method")["mape_pct"]
+    says(NB04, f"blind to the tensor cores, is off by {f['bmm']:.1f}% and {f['linear']:.1f}%")
+    capped = (rows["pred_neusight"] < rows["pred_neusight_uncapped"]).sum()
+    says(NB04, f"`predict_fp16`'s cap moves {capped} of the {len(rows)} forecasts")
+
+
 def test_04_own_measurements_driver_spec():
     """The H200 forecast again from the collector's device.json, a sensitivity (04-measured-driver-spec)."""
     t = table("04-measured-driver-spec").set_index("op_class")["mape_pct_driver_spec"]

@@ -98,3 +98,8 @@ def test_fp16_forecasts_and_their_scores_by_hand():
     by_b = precision.fp16_scores(out, ["B"])
     assert list(by_b.columns[:2]) == ["B", "method"] and len(by_b) == 2 * 3 and (by_b["kernels"] == 1).all()
     assert by_b.set_index(["B", "method"]).loc[(2, "NeuSight, fp32 (no tensor cores)"), "mape_pct"] == pytest.approx(50)
+
+
+def test_tensor_alignment_reads_k_and_n_only():
+    rows = pd.DataFrame({"M": [3, 8, 8, 8], "N": [8, 30522, 16, 8], "K": [64, 64, 12, 4096]})
+    assert precision.tensor_aligned(rows).tolist() == [True, False, False, True]

@@ -894,6 +894,14 @@ def test_own_measurements_are_as_the_readme_says():
     assert (twin["twin_over_ours"] > 1).all()        # the spec-dominance item: "ran each of the 22 settings ... faster"
     say(f"the H200 ran each of the {len(twin)} settings that the dataset measured on the H100 faster, by "
         f"{twin['twin_over_ours'].min():.2f} to {twin['twin_over_ours'].max():.2f} times")
+    flush = table("04-measured-flush").set_index(["op_class", "size"])
+    ew = flush.loc[("EW", "60 to 240 MB")]
+    assert round(ew["median_ratio"], 2) == round(ew["median_ratio_other"], 2)     # "either way"
+    say(f"element-wise kernels of 60 to 240 MB are forecast {ew['median_ratio']:.2f} times too slow either way")
+    floor = table("04-measured-flush-floor").set_index(["timing", "device"])["min_ms"]
+    say(f"its fastest vector kernel took {1000 * floor['dataset'].min():.1f} us, the H200's "
+        f"{1000 * floor[('ours', 'NVIDIA H200')]:.1f} us, and {1000 * floor[('ours, L2 flushed', 'NVIDIA H200')]:.1f} us "
+        "flushed")
 
 
 def test_size_steps():
@@ -969,3 +977,21 @@ def test_half_precision_as_the_readme_says():
     say(f"Uncapped, the model would forecast {cap[('NVIDIA H100 80GB HBM3', 'training', 'bmm')]:.1f}% of the training "
         "lists' batched-matmul shapes slower in fp16 than in fp32 on the H100")
     assert (rows["pred_neusight"] == rows["pred_neusight_uncapped"]).all()   # "moves none of the nine"
+    own = table("04-fp16-measured").set_index(["op", "method"])
+    ns = own.xs("NeuSight, fp16 device", level="method")
+    roof = own.xs("roofline, fp16 device", level="method")
+    n = table("04-fp16-measured-kernels")["op"].value_counts()
+    say(f"On {n.sum()} fp16 GEMMs of our own H200")
+    say(f"off by {ns.loc['bmm', 'mape_pct']:.1f}% ({n['bmm']} batched matmuls) and {ns.loc['linear', 'mape_pct']:.1f}% "
+        f"({n['linear']} linear layers), too slow at a median {ns.loc['bmm', 'median_ratio']:.2f} and "
+        f"{ns.loc['linear', 'median_ratio']:.2f}")
+    say(f"the roofline bound on the same device is about as close ({roof.loc['bmm', 'mape_pct']:.1f}% and "
+        f"{roof.loc['linear', 'mape_pct']:.1f}%)")
+    assert (roof["max_ratio"] < 1).all()                                     # "the roofline bound"
+    align = table("04-fp16-measured-alignment")
+    align = align[align["method"] == "NeuSight, fp16 device"].set_index(["op", "aligned"])
+    yes, no = align.xs(True, level="aligned"), align.xs(False, level="aligned")
+    assert (yes["median_ratio"] > 1).all() and (no["median_ratio"] < 1).all()   # "too slow", "too fast"
+    assert (yes["hopper_share"] == 1).all() and (no["hopper_share"] == 0).all()   # "Hopper kernels", "Ampere kernels"
+    errors = [score["NeuSight, fp16 device"], *ns["mape_pct"]]
+    say(f"on {n.sum()} fp16 GEMMs of our own H200, it is off by {min(errors):.0f}% to {max(errors):.0f}%")
