@@ -46,7 +46,8 @@ from .envelope import cap
 from .features import add_features
 from .roofline import add_roofline
 from .ops import GEMM_DIMS, GEMM_OPS, VEC_DIMS
-from .precision import FP16_NAMES, FP16_OPS, PrecisionError, fp16_device, fp16_note, predict_fp16, tensor_gflops
+from .precision import (FP16_NAMES, FP16_OPS, PrecisionError, fp16_device, fp16_note, predict_fp16, tensor_gflops,
+                        unaligned_note)
 from .tiles import gemm_tile_from_name
 
 METHODS = ("neusight", "roofline", "habitat", "li")
@@ -469,7 +470,8 @@ def main(argv=None) -> int:
     except OSError as e:
         print(f"error: --output {args.output}: cannot write ({e.strerror or e})", file=sys.stderr)
         return 2
-    for note in (extrapolation_note(spec), *spec_notes(spec), fp16_note(device) if args.dtype == "fp16" else None):
+    fp16_notes = (fp16_note(device), unaligned_note(kernels)) if args.dtype == "fp16" else ()
+    for note in (extrapolation_note(spec), *spec_notes(spec), *fp16_notes):
         if note:
             print(f"warning: {note}", file=sys.stderr)
     print(f"wrote {len(table)} prediction{'' if len(table) == 1 else 's'} to "

@@ -69,6 +69,16 @@ def tensor_aligned(rows: pd.DataFrame) -> pd.Series:
     return (rows["K"] % FP16_ALIGN_ELEMENTS == 0) & (rows["N"] % FP16_ALIGN_ELEMENTS == 0)
 
 
+def unaligned_note(rows: pd.DataFrame) -> str | None:
+    """The warning for fp16 GEMM rows that are not tensor_aligned, or None if all are (lib.kernels; notebook 04)."""
+    off = np.flatnonzero(~tensor_aligned(rows).to_numpy())
+    if not len(off):
+        return None
+    return (f"{len(off)} of {len(rows)} fp16 rows (the first: row {off[0]}) have K or N not a multiple of "
+            f"{FP16_ALIGN_ELEMENTS}: on our H200 such GEMMs ran slower kernels, aligned to 2 elements, and were "
+            "forecast too fast (notebook 04, figures/tables/04-fp16-measured-alignment.csv)")
+
+
 FP16_METHODS = {"pred_neusight": "NeuSight, fp16 device", "pred_roofline": "roofline, fp16 device",
                 "pred_fp32": "NeuSight, fp32 (no tensor cores)"}   # the forecasts notebook 04 scores
 

@@ -436,6 +436,11 @@ def test_cli_fp16_forecasts_gemms_on_the_equivalent_device(tiny_config, tmp_path
                           predict_kernels(rows, spec, cfg_by_class=cfg))                        # the fp32 forecast
     assert pred["pred_ms"].to_numpy() == pytest.approx(expected, rel=1e-6)
     assert "warning: NVIDIA H100 80GB HBM3 (fp16 tensor cores): forecast by predictors that learned fp32" in r.stderr
+    assert "not a multiple of 8" not in r.stderr                     # every K and N a multiple of 8
+    gemms.assign(N=[64, 30522]).to_csv(inp, index=False)              # BERT's vocabulary: not aligned
+    r = cli("--device", h100, "--input", inp, "--output", out, "--config", tiny_config, "--dtype", "fp16")
+    assert r.returncode == 0 and ("warning: 1 of 2 fp16 rows (the first: row 1) have K or N not a multiple of 8: on "
+                                  "our H200 such GEMMs ran slower kernels") in r.stderr, r.stderr
     # a vector op, a baseline without an fp16 path, a GPU without a known fp16 peak: one line each, nothing written
     for rows, args, message in [
             (KERNELS.iloc[[2]], (), "row 0: op 'add': --dtype fp16 forecasts GEMMs (bmm, linear) on tensor cores only"),
