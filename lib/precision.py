@@ -90,8 +90,10 @@ def fp16_forecasts(rows: pd.DataFrame, device: Device, predict) -> pd.DataFrame:
     peak = tensor_gflops(device)
     fp16 = fp16_device(device, peak)
     return rows.assign(gflop=2 * rows["B"] * rows["M"] * rows["N"] * rows["K"] / 1e9,
-                       pred_neusight=predict_fp16(rows, device, peak, predict), pred_neusight_uncapped=predict(rows, fp16),
-                       pred_roofline=predict_kernels(rows, fp16, method="roofline"), pred_fp32=predict(rows, device))
+                       pred_neusight=predict_fp16(rows, device, peak, predict),
+                       pred_neusight_uncapped=predict(rows, fp16),
+                       pred_roofline=predict_kernels(rows, fp16, method="roofline"),
+                       pred_fp32=predict(rows, device))
 
 
 def fp16_scores(df: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:

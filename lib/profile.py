@@ -18,10 +18,10 @@ from pathlib import Path
 from . import paths
 from .cli import Parser
 from .profile_ops import (ALL_OPS, DIMS_LIST, DTYPE_BYTES, EW_OPS, FLUSH_L2_FACTOR, GEMM_DIMS,  # noqa: F401
-                          GPU_BUSY_CYCLES, gpu_spinner,
-                          GEMM_OPS, KEEP_FRACTION, LABEL, SCALAR, SLOW_MS, VEC_DIMS, VEC_OPS, ProfileError,
-                          build_op, check_dtype, dataset_dims_file, dims_of, fastest_mean, footprint_bytes,
-                          kernel_columns, kernels_by_label, l2_flusher, profile_kernels, read_dims, time_op)
+                          GEMM_OPS, GPU_BUSY_CYCLES, KEEP_FRACTION, LABEL, SCALAR, SLOW_MS, VEC_DIMS, VEC_OPS,
+                          ProfileError, build_op, check_dtype, dataset_dims_file, dims_of, fastest_mean,
+                          footprint_bytes, gpu_spinner, kernel_columns, kernels_by_label, l2_flusher, profile_kernels,
+                          read_dims, time_op)
 
 # The dataset's CSV columns, in its order; the op's dims follow.
 SCHEMA = ("OPName", "Latency", "Device", "Torch Version", "CUDNN Version", "Kernel Name",

@@ -13,8 +13,8 @@ beyond the budget. --archive packs the measurement folder into one .tgz after ev
 at the end, also after an error, Ctrl-C or SIGTERM (a timeout's), so what was measured comes back. Exit status: 0,
 1 if an op or a setting failed, 2 on bad input, 130 when interrupted. --flush-l2 (the L2 flushed before every timed
 call), --gpu-busy (every timed call queued behind a busy GPU, so its launch gap is not timed) and --dtype fp16 (the
-GEMM ops alone, on tensor cores) time kernel ops alone, with the whole budget, into a
-subfolder of the run folder (lib.profile.kernel_folder): the model settings are the dataset's, fp32 and unflushed.
+GEMM ops alone, on tensor cores) time kernel ops alone, with the whole budget, into a subfolder of the run folder
+(lib.profile.kernel_folder): the model settings are the dataset's, fp32 and unflushed.
 """
 from __future__ import annotations
 
@@ -120,8 +120,8 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     memory), the op failed or was interrupted, or it was kept from an earlier run. A failing op or setting is listed
     and the run goes on (a GPU lent for minutes is not lent twice), unless it left the GPU unusable.
     `after_each()` runs after every op and setting (the command packs its archive there). flush_l2, gpu_busy or dtype
-    fp16: the kernel ops alone (fp16: the GEMMs), timed so (lib.profile.collect) into <run folder>/<kernel_folder>, with the
-    whole budget.
+    fp16: the kernel ops alone (fp16: the GEMMs), timed so (lib.profile.collect) into <run folder>/<kernel_folder>,
+    with the whole budget.
     """
     from .profile import (WARM_UP_S, check_before, collect, error_line, kernel_folder, require_cuda, run_folder,
                           sample_shapes, warm_up_clocks, write_device_json)

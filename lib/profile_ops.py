@@ -188,7 +188,8 @@ GPU_BUSY_CYCLES = 200_000
 
 
 def gpu_spinner(torch, cycles: int = GPU_BUSY_CYCLES):
-    """A no-argument function that keeps the current GPU busy for `cycles` clock cycles, memory untouched (notebook 01)."""
+    """A no-argument function that keeps the current GPU busy for `cycles` clock cycles, its memory untouched
+    (notebook 01)."""
     return lambda: torch.cuda._sleep(cycles)
 
 
