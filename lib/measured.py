@@ -30,9 +30,23 @@ class MeasuredError(ValueError):
     """A measured file that cannot be scored; the message names the file or folder."""
 
 
+# Kernels timed unlike the dataset, with the L2 flushed (lib.profile.collect's flush_l2), behind a busy GPU (its
+# gpu_busy) or in fp16 (its dtype), go to a subfolder of their run folder (kernel_folder), apart from the
+# dataset-method CSVs that measured_kernels reads by default (data/measured/README.md).
+FLUSH_L2_FOLDER = "flush-l2"
+GPU_BUSY_FOLDER = "gpu-busy"
+
+
+def kernel_folder(flush_l2: bool = False, dtype: str = "fp32", gpu_busy: bool = False) -> str:
+    """The run folder's subfolder for kernels timed so: '' (the dataset's way), 'flush-l2', 'gpu-busy', 'fp16',
+    'fp16-flush-l2', 'fp16-gpu-busy' (notebooks 01 and 04)."""
+    parts = ("" if dtype == "fp32" else dtype, FLUSH_L2_FOLDER if flush_l2 else "", GPU_BUSY_FOLDER if gpu_busy else "")
+    return "-".join(part for part in parts if part)
+
+
 def measured_kernels(root: Path | str = paths.MEASURED, folder: str = "") -> pd.DataFrame:
-    """Every kernel CSV under root/<run folder>/<folder>/ (lib.profile.kernel_folder: '' is the dataset's way of
-    timing), one row per kernel with its run folder; empty if none (notebook 04)."""
+    """Every kernel CSV under root/<run folder>/<folder>/ (kernel_folder: '' is the dataset's way of timing), one row
+    per kernel with its run folder; empty if none (notebook 04)."""
     pattern = f"*/{folder}/*.csv" if folder else "*/*.csv"
     frames = [read_kernel_csv(f).assign(run=f.relative_to(root).parts[0]) for f in sorted(Path(root).glob(pattern))]
     if not frames:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import paths
 from .cli import Parser
+from .measured import FLUSH_L2_FOLDER, GPU_BUSY_FOLDER, kernel_folder  # noqa: F401  (the reader's folder names)
 from .profile_ops import (ALL_OPS, DIMS_LIST, DTYPE_BYTES, EW_OPS, FLUSH_L2_FACTOR, GEMM_DIMS,  # noqa: F401
                           GEMM_OPS, GPU_BUSY_CYCLES, KEEP_FRACTION, LABEL, SCALAR, SLOW_MS, VEC_DIMS, VEC_OPS,
                           ProfileError, build_op, check_dtype, dataset_dims_file, dims_of, fastest_mean,
@@ -88,20 +89,6 @@ def versions(torch) -> dict:
     return {"Torch Version": "p" + torch.__version__.split("+")[0],
             "CUDNN Version": torch.backends.cudnn.version() or "",
             "CUDA Version": "cu" + cuda.replace(".", "")}
-
-
-# Kernels timed unlike the dataset, with the L2 flushed (collect's flush_l2), behind a busy GPU (its gpu_busy) or
-# in fp16 (its dtype), go to a subfolder of their run folder (kernel_folder), apart from the dataset-method CSVs that
-# lib.measured reads (data/measured/README.md).
-FLUSH_L2_FOLDER = "flush-l2"
-GPU_BUSY_FOLDER = "gpu-busy"
-
-
-def kernel_folder(flush_l2: bool = False, dtype: str = "fp32", gpu_busy: bool = False) -> str:
-    """The run folder's subfolder for kernels timed so: '' (the dataset's way), 'flush-l2', 'gpu-busy', 'fp16',
-    'fp16-flush-l2', 'fp16-gpu-busy' (notebook 01)."""
-    parts = ("" if dtype == "fp32" else dtype, FLUSH_L2_FOLDER if flush_l2 else "", GPU_BUSY_FOLDER if gpu_busy else "")
-    return "-".join(part for part in parts if part)
 
 
 def run_folder(torch, index: int = 0) -> str:

@@ -14,7 +14,7 @@ at the end, also after an error, Ctrl-C or SIGTERM (a timeout's), so what was me
 1 if an op or a setting failed, 2 on bad input, 130 when interrupted. --flush-l2 (the L2 flushed before every timed
 call), --gpu-busy (every timed call queued behind a busy GPU, so its launch gap is not timed) and --dtype fp16 (the
 GEMM ops alone, on tensor cores) time kernel ops alone, with the whole budget, into a subfolder of the run folder
-(lib.profile.kernel_folder): the model settings are the dataset's, fp32 and unflushed.
+(lib.measured.kernel_folder): the model settings are the dataset's, fp32 and unflushed.
 """
 from __future__ import annotations
 
