@@ -1394,7 +1394,7 @@ def test_04_fp16_own_reading():
     assert (r["max_ratio"] < 1).all()                                            # "a bound on every kernel"
     says(NB04, f"(at most {r['max_ratio'].max():.2f} of the measured time), is off by {r.loc['bmm', 'mape_pct']:.1f}% and "
                f"{r.loc['linear', 'mape_pct']:.1f}%")
-    assert abs(r.loc["bmm", "mape_pct"] - t.loc[("bmm", ns), "mape_pct"]) < 2   # "no better than the bound"
+    assert t.loc[("bmm", ns), "mape_pct"] >= r.loc["bmm", "mape_pct"]          # "no better than the bound"
     assert big_roof["mape_pct"] < big_ns["mape_pct"]                             # "the bound is the closer"
     says(NB04, f"from 100 GFLOP the bound is the closer ({big_roof['mape_pct']:.1f}% against {big_ns['mape_pct']:.1f}%)")
     f = t.xs(fp32, level="method")["mape_pct"]
