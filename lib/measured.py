@@ -87,9 +87,14 @@ def error_table(df: pd.DataFrame, by: str) -> pd.DataFrame:
 TENSOR_MB_BINS = (0, 8, 60, 240, np.inf)
 
 
+def tensor_megabytes(rows: pd.DataFrame) -> pd.Series:
+    """MB of one B x H fp32 tensor of each vector-op row (notebook 04)."""
+    return rows["B"] * rows["H"] * FP32_BYTES / 1e6
+
+
 def tensor_mb(rows: pd.DataFrame) -> pd.Series:
-    """The TENSOR_MB_BINS interval of one B x H fp32 tensor of each vector-op row (notebook 04)."""
-    return pd.cut(rows["B"] * rows["H"] * FP32_BYTES / 1e6, TENSOR_MB_BINS, right=False)
+    """The TENSOR_MB_BINS interval of each vector-op row's tensor_megabytes (notebook 04)."""
+    return pd.cut(tensor_megabytes(rows), TENSOR_MB_BINS, right=False)
 
 
 SHAPE_KEYS = ["run", "op", "B", "M", "N", "K", "H"]   # one kernel shape of one run, timed one way or another

@@ -215,3 +215,10 @@ def test_timing_change_by_hand():
     assert t["mape_pct"] == pytest.approx((100 + 50 + 50) / 3) and t["median_ratio"] == pytest.approx(0.5)
     assert t["mape_pct_other"] == pytest.approx((0 + 100 + 100 / 3) / 3) and t["median_ratio_other"] == pytest.approx(1)
     assert measured.timing_change(base, other.iloc[:0], "size").empty      # nothing timed the other way
+
+
+def test_tensor_size_and_its_bin_by_hand():
+    # 2 x 1,000,000 fp32 elements = 8 MB: the bin starting at 8 (left-closed); 1 x 1,000 = 0.004 MB: the first bin
+    rows = pd.DataFrame({"B": [2, 1], "H": [1_000_000, 1_000]})
+    assert measured.tensor_megabytes(rows).tolist() == pytest.approx([8.0, 0.004])
+    assert [(i.left, i.right) for i in measured.tensor_mb(rows)] == [(8, 60), (0, 8)]
