@@ -22,9 +22,10 @@ def extrapolation_note(device) -> str | None:
         return (f"{device.path} describes a group of GPUs for tensor parallelism, not one GPU: its forecasts treat the "
                 "group's spec as a single GPU's, which nothing here validates")
     if device.vendor != "nvidia":
-        return (f"{device.name} is not an NVIDIA GPU: the NeuSight and Habitat-style predictors learned from NVIDIA "
-                "GPUs only and tile its kernels by CUDA's launch rules, so its forecasts are unvalidated (AMD is "
-                "future work)")
+        return (f"{device.name} is not an NVIDIA GPU: NeuSight forecasts it with the models trained on the AMD MI100 "
+                "and MI210 (lib.amd; notebook 06 scores them on the MI250's labels), the Habitat-style baseline and "
+                "--calibrate with NVIDIA's, and element-wise, softmax and layernorm kernels are tiled by CUDA's launch "
+                "rules, which ROCm's need not follow")
     if device.name in TRAIN_GPUS_NVIDIA:
         return None
     known = [d for d in all_devices().values() if d.name in TRAIN_GPUS_NVIDIA]

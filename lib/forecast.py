@@ -14,8 +14,9 @@ alone exceed the GPU's memory (lib.caveats.memory_note); and a note where the co
 class than the one built (lib.caveats.head_note: BERT's heads follow the labels). Kernels run one after another,
 so a model's latency is the sum of its kernels' latencies (DESIGN.md):
     latency_ms = sum_k count_k * pred_ms_k,  forward_ms over phase 'fw', backward_ms over 'bw'.
-Each distinct kernel shape is predicted once. Optionally (--calibrate; off by default, as notebook 05
-shows it does not help reliably) the forecast is calibrated:
+Each distinct kernel shape is predicted once; an AMD GPU's by lib.amd's models (lib.kernels.vendor_models).
+Optionally (--calibrate; off by default, as notebook 05 shows it does not help reliably; it keeps the NVIDIA-trained
+models on any GPU, whose forecasts its factors were fitted to) the forecast is calibrated:
 each group g (forward kernels per op class; all backward kernels) is scaled by a factor f_g
 fitted on the TRAINING GPUs' end-to-end labels only (lib.calibration.fit_e2e_calibration):
     latency_ms = sum_g f_g * sum_{k in g} count_k * pred_ms_k
@@ -348,11 +349,13 @@ def main(argv=None) -> int:
         print(f"error: --kernels-out {args.kernels_out}: {problem}", file=sys.stderr)
         return 2
     from .data import DataError
-    from .kernels import KernelInputError
+    from .kernels import KernelInputError, vendor_models
     try:
         device = load_device(args.device)
+        # --calibrate's factors were fitted to the NVIDIA-trained models' forecasts: it keeps those on any GPU
         table = forecast_table(args.model, device, args.batch, args.seq, args.mode, fusion=args.fusion,
-                               method=args.method, calibrate=args.calibrate)
+                               method=args.method, calibrate=args.calibrate,
+                               cfg_by_class=None if args.calibrate else vendor_models(device, args.method))
         result = summarize(table)
         parameters = parameter_count(args.model)
     except KernelInputError as e:   # no kernel CSV here: the config's sizes made the kernel

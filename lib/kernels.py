@@ -18,7 +18,8 @@ A linear row with B > 1 is forecast as the one GEMM torch runs for it, over B*M 
 --config: {op class: training config} for the NeuSight MLPs, used on every GPU (default:
 lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the five training
 GPUs; the trained weights are loaded from figures/predictors/ or cached under build/predictors/; for a GPU never trained on, the classes with
-`envelope` on are capped by the forecasts of the training GPUs it dominates, lib.envelope). The result goes to the file
+`envelope` on are capped by the forecasts of the training GPUs it dominates, lib.envelope; an AMD GPU without --config:
+lib.amd's models, trained on the AMD MI100 and MI210, vendor_models). The result goes to the file
 (`--output -`: to standard output); progress to stderr; bad input exits non-zero with one line. A GPU whose machine
 balance lies outside the training GPUs' gets a one-line warning on stderr (lib.caveats.extrapolation_note), and so
 does a spec field that looks like other units (lib.caveats.spec_notes).
@@ -180,7 +181,7 @@ def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:
 
 def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int = 0) -> np.ndarray:
     from .predictors import predict_featured
-    from .tile_choice import autotune_tiles, classify_tiles
+    from .tile_choice import autotune_tiles, classify_tiles, tile_candidates
     predict = lambda feat: predict_featured(feat, cfg_by_class, seed)
     if tiles == "oracle":
         return predict(add_features(df, tiles="oracle"))
@@ -189,7 +190,7 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int
     out = np.full(len(df), np.nan)
     g = df[gemm].assign(tile_m=np.nan, tile_n=np.nan)
     if gemm.any() and tiles == "autotune":
-        g["tile_m"], g["tile_n"], out[gemm] = autotune_tiles(g, predict)
+        g["tile_m"], g["tile_n"], out[gemm] = autotune_tiles(g, predict, tile_candidates(cfg_by_class))
     elif gemm.any():
         g["tile_m"], g["tile_n"] = classify_tiles(g)
         out[gemm] = predict(add_features(g, tiles="given"))
@@ -324,6 +325,15 @@ def predict_by_device(df: pd.DataFrame, method: str = "neusight", tiles: str = "
     return out
 
 
+def vendor_models(device: Device, method: str = "neusight") -> dict | None:
+    """The CLIs' NeuSight models for a device: lib.amd's (trained on the AMD MI100 and MI210) for an AMD GPU, else None
+    (the defaults, trained on NVIDIA GPUs) (notebook 06)."""
+    if device.vendor != "amd" or method != "neusight":
+        return None
+    from .amd import amd_predictors
+    return amd_predictors()
+
+
 def _read_config(path: str) -> dict:
     """{op class: config dict} from a JSON file, checked against lib.predictors' config fields."""
     from .predictors import OP_CLASSES, PredictorError, make_config
@@ -427,7 +437,7 @@ def main(argv=None) -> int:
         return 2
     try:
         spec = device = load_device(args.device)
-        cfg_by_class = _read_config(args.config) if args.config else None
+        cfg_by_class = _read_config(args.config) if args.config else vendor_models(device, args.method)
         table, as_read = _read_kernels(args.input)
         kernels = table.rename(columns=INPUT_NAMES)
         try:

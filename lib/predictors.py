@@ -70,6 +70,8 @@ class NeuSightPredictor:
     members: tuple = ()   # further predictors (other seeds) of an ensemble: latencies averaged
     overhead: str | None = None   # lib.overhead: 'isolated' adds the learned t0, 'hidden' leaves it out
     mem_per_sm_gb: tuple | None = None   # amendment 5: f_mem's memory term held to this range (GB per SM)
+    tile_candidates: tuple | None = None   # GEMMs: the (tile_m, tile_n) spec-only tiles are chosen among (lib.tile_choice;
+                                           # None: the NVIDIA training GPUs', lib.tiles.GEMM_TILE_CANDIDATES)
 
     def inputs(self, feat: pd.DataFrame) -> np.ndarray:
         """Standardized model inputs, each clipped to its training range first.
@@ -267,27 +269,45 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     cfg = DEFAULT_CONFIGS[op_class] if cfg is None else cfg
     if isinstance(cfg, dict) and cfg.get("ensemble", 1) != 1:
         make_config(cfg)                                   # validates every key, ensemble included
-        n, seed = cfg["ensemble"], cfg.get("seed", 0)
-        ps = [train_predictor(op_class, {**cfg, "ensemble": 1, "seed": seed + i}, force) for i in range(n)]
-        info = {**ps[0].info, "train_seconds": sum(p.info["train_seconds"] for p in ps),
-                "best_epoch": float(np.median([p.info["best_epoch"] for p in ps])),
-                "cached": all(p.info["cached"] for p in ps), "ensemble": n}
-        return replace(ps[0], info=info, members=tuple(ps[1:]))
+        return ensemble([train_predictor(op_class, member, force) for member in ensemble_members(cfg)])
     state, info, parsed, names, n_devices = _saved_model(op_class, cfg, force)
-    cfg, _, features, validation, _, overhead, hold_mem, held_out = parsed
-    model = _model_kind(overhead)[0](len(names), cfg.layers, cfg.width, n_devices)
+    _, _, _, validation, _, _, hold_mem, held_out = parsed
+    return from_state(op_class, state, info, parsed, n_devices,
+                      mem_per_sm_gb=learned_mem_per_sm_gb(validation, held_out) if hold_mem else None)
+
+
+def ensemble_members(cfg: dict) -> list[dict]:
+    """The single-seed configs of an `ensemble: n` config: seeds seed..seed+n-1 (notebook 04)."""
+    return [{**cfg, "ensemble": 1, "seed": cfg.get("seed", 0) + i} for i in range(cfg["ensemble"])]
+
+
+def ensemble(ps: list) -> NeuSightPredictor:
+    """One predictor averaging the latencies of trained single-seed predictors (notebook 04)."""
+    info = {**ps[0].info, "train_seconds": sum(p.info["train_seconds"] for p in ps),
+            "best_epoch": float(np.median([p.info["best_epoch"] for p in ps])),
+            "cached": all(p.info["cached"] for p in ps), "ensemble": len(ps)}
+    return replace(ps[0], info=info, members=tuple(ps[1:]))
+
+
+def from_state(op_class: str, state: dict, info: dict, parsed: tuple, n_devices: int, **fields) -> NeuSightPredictor:
+    """The predictor of a saved (state, info), parsed = make_config(its config); fields: NeuSightPredictor's optional
+    ones (notebook 04)."""
+    cfg, _, features, _, _, overhead, _, _ = parsed
+    model = _model_kind(overhead)[0](len(input_names(op_class, features)), cfg.layers, cfg.width, n_devices)
     model.load_state_dict(state["model"])
     model.eval()
     mean, std, x_min, x_max = (state[k].numpy() for k in ("mean", "std", "x_min", "x_max"))
-    return NeuSightPredictor(op_class, cfg, features, model, mean, std, x_min, x_max, info, overhead=overhead,
-                             mem_per_sm_gb=learned_mem_per_sm_gb(validation, held_out) if hold_mem else None)
+    return NeuSightPredictor(op_class, cfg, features, model, mean, std, x_min, x_max, info, overhead=overhead, **fields)
 
 
 _LOADED: dict = {}
 
 
 def get_predictor(op_class: str, cfg=None) -> NeuSightPredictor:
-    """train_predictor with a module-level cache: each (class, config) is loaded once per process."""
+    """train_predictor with a module-level cache: each (class, config) is loaded once per process; a predictor given
+    as the config (lib.amd's) is returned as it is."""
+    if isinstance(cfg, NeuSightPredictor):
+        return cfg
     cfg = DEFAULT_CONFIGS.get(op_class) if cfg is None else cfg
     key = (op_class, repr(make_config(cfg)), repr(cfg.get("ensemble", 1) if isinstance(cfg, dict) else 1))
     if key not in _LOADED:

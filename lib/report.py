@@ -223,6 +223,18 @@ def ood_gpus_note(per_op: pd.DataFrame) -> str:
         "varies from GPU to GPU.")
 
 
+def amd_summary(headline: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 06's end-to-end means (06-amd-e2e-summary) per mode and GPU: ours with its interval, the paper's on the
+    same labels, whether ours is below it, and the NVIDIA-trained models and roofline on the same labels."""
+    h = headline.set_index(["mode", "device"])
+    return pd.DataFrame({
+        "labels": h["labels"].astype(int).astype(str), "split": h["split"], "ours": h["ours"],
+        "ours, 95% CI": [interval(lo, hi) for lo, hi in zip(h["ours_ci_lo"], h["ours_ci_hi"])],
+        "ours, the paper's labels": h["ours_paper_labels"], "paper": h["paper"],
+        "below the paper": np.where(h["ours_paper_labels"] < h["paper"], "yes", "**no**"),
+        "NeuSight trained on NVIDIA GPUs": h["nvidia_trained"], "roofline": h["roofline"]}, index=h.index)
+
+
 def bench_summary(bench: pd.DataFrame) -> pd.DataFrame:
     """The `make bench` rows that have a target, with their value."""
     b = bench[bench["target"].notna() & (bench["target"].astype(str) != "")]
@@ -277,6 +289,9 @@ def render(tables: Path = paths.TABLES) -> str:
         "GPUs never trained on, each training GPU held out in turn (notebooks 04 and 05, "
         "`figures/tables/04-held-out-gpus.csv`, `e2e_held_out_gpus.csv`; MAPE %, no target):",
         "", markdown(held_out_summary(read("04-held-out-gpus"), read("e2e_held_out_gpus"))), "",
+        "AMD GPUs, trained on the MI100 and MI210, the MI250 never trained on (notebook 06, "
+        "`figures/tables/06-amd-e2e-summary.csv`; end-to-end mean APE %, no target):",
+        "", markdown(amd_summary(read("06-amd-e2e-summary"))), "",
         f"Speed (`make bench`, `figures/tables/bench.csv`){bench_machine(read('bench'))}:",
         "", markdown(bench_summary(read("bench"))), "",
         END,

@@ -26,25 +26,35 @@ FOREST_TREES = 30
 FOREST_MIN_LEAF = 5
 
 
-def autotune_tiles(df: pd.DataFrame, predict_featured) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def tile_candidates(cfg_by_class: dict | None) -> np.ndarray:
+    """(C, 2) tile_m, tile_n that autotune_tiles chooses among: the GEMM predictors' own, where cfg_by_class gives
+    predictors that name theirs (lib.amd: the tiles of the AMD training GPUs), else CANDIDATES (notebook 06)."""
+    named = [getattr((cfg_by_class or {}).get(c), "tile_candidates", None) for c in ("BMM", "FC")]
+    tiles = set().union(*[set(t) for t in named if t])
+    return np.array(sorted(tiles), dtype=float) if tiles else CANDIDATES
+
+
+def autotune_tiles(df: pd.DataFrame, predict_featured,
+                   candidates: np.ndarray = CANDIDATES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tile_m, tile_n, pred_ms) per GEMM row: the candidate with the lowest predicted latency.
 
-    predict_featured(feat) -> ms over a featured table (lib.predictors.predict_featured). A row whose every
-    forecast is missing or not positive gets NaN (tile and ms): no forecast, rather than an infinite one.
+    predict_featured(feat) -> ms over a featured table (lib.predictors.predict_featured); candidates: (C, 2) tile_m,
+    tile_n (tile_candidates). A row whose every forecast is missing or not positive gets NaN (tile and ms): no forecast,
+    rather than an infinite one.
     """
-    n, c = len(df), len(CANDIDATES)
+    n, c = len(df), len(candidates)
     # one table of n * c rows (every row with every candidate), predicted in one batched call;
     # only the columns the features need are repeated
     keep = [col for col in (*NEEDED_COLS, *SPEC_COLS, "peak_vec_gflops", "vendor", "device") if col in df.columns]
     rep = pd.DataFrame({col: np.repeat(df[col].to_numpy(), c) for col in keep})
-    rep["tile_m"] = np.tile(CANDIDATES[:, 0], n)
-    rep["tile_n"] = np.tile(CANDIDATES[:, 1], n)
+    rep["tile_m"] = np.tile(candidates[:, 0], n)
+    rep["tile_n"] = np.tile(candidates[:, 1], n)
     pred = predict_featured(add_features(rep, tiles="given")).reshape(n, c)
     pred = np.where(np.isfinite(pred) & (pred > 0), pred, np.inf)
     best = np.argmin(pred, axis=1)
     found = np.isfinite(pred[np.arange(n), best])
     pick = lambda values: np.where(found, values, np.nan)
-    return pick(CANDIDATES[best, 0]), pick(CANDIDATES[best, 1]), pick(pred[np.arange(n), best])
+    return pick(candidates[best, 0]), pick(candidates[best, 1]), pick(pred[np.arange(n), best])
 
 
 def classifier_inputs(df: pd.DataFrame) -> np.ndarray:

@@ -23,6 +23,7 @@ from lib.selection import AMENDMENT1_WINNER
 
 NB01, NB02, NB03, NB04, NB05 = ("01-profile-kernels.ipynb", "02-feature-engineering.ipynb", "03-predictor-scaling.ipynb",
                                 "04-per-op-evaluation.ipynb", "05-end-to-end.ipynb")
+NB06 = "06-amd-gpus.ipynb"
 OP_ORDER = ["BMM", "FC", "EW", "SOFTMAX", "LN"]
 CLASS_WORDS = {"BMM": "BMM", "FC": "FC", "EW": "element-wise", "SOFTMAX": "softmax", "LN": "layernorm"}
 SHORT = {"Tesla P4": "P4", "Tesla P100-PCIE-16GB": "P100", "Tesla T4": "T4", "Tesla V100-PCIE-32GB": "V100",
@@ -1419,3 +1420,62 @@ def test_04_own_measurements_driver_spec():
                f"{specs.loc['mem_gb', 'spec_json']:.0f} GB; and the L2 cache reads {specs.loc['l2_mb', 'collector']:.0f} MiB "
                f"where the spec JSON")
     says(NB04, f"has the H100's {specs.loc['l2_mb', 'spec_json']:.0f} MB")
+
+
+def test_06_amd_reading():
+    """Notebook 06's reading: the AMD models end to end against the paper, per kernel, trained on one GPU, and the
+    MI250 against the MI210 (06-amd-*)."""
+    mi100, mi210, mi250 = (f"AMD Instinct MI{n}" for n in (100, 210, 250))
+    h = table("06-amd-e2e-summary").set_index(["mode", "device"])
+    gpus = h.drop(index="all AMD GPUs", level="device")
+    assert (gpus["ours_paper_labels"] < gpus["paper"]).all()                     # "below the paper on every GPU and mode"
+    assert (h["ours"] == h["ours_paper_labels"]).all()                           # every label has a paper cell
+    inf, train = h.loc[("inference", "all AMD GPUs")], h.loc[("training", "all AMD GPUs")]
+    says(NB06, f"Over the {inf['labels']:.0f} inference labels the mean APE is {inf['ours']:.1f}% (the paper's NeuSight: "
+               f"{inf['paper']:.1f}% on the same labels), over the {train['labels']:.0f} training labels "
+               f"{train['ours']:.1f}% (paper: {train['paper']:.1f}%)")
+    ood_inf, ood_train = h.loc[("inference", mi250)], h.loc[("training", mi250)]
+    says(NB06, f"On the MI250, the GPU never trained on, it is {ood_inf['ours']:.1f}% for inference (paper: "
+               f"{ood_inf['paper']:.1f}%) and {ood_train['ours']:.1f}% for training (paper: {ood_train['paper']:.1f}%)")
+    says(NB06, f"With {gpus['labels'].min():.0f} to {gpus['labels'].max():.0f} labels per GPU and mode")
+    says(NB06, f"the MI250's training interval runs from {ood_train['ours_ci_lo']:.1f}% to {ood_train['ours_ci_hi']:.1f}%")
+    says(NB06, f"are off by {inf['nvidia_trained']:.1f}% (inference) and {train['nvidia_trained']:.1f}% (training), and the "
+               f"roofline bound by {inf['roofline']:.1f}% and {train['roofline']:.1f}%")
+    e = table("06-amd-e2e")
+    t = e[e["mode"] == "training"]
+    assert (t["amd_ms"] < t["e2e_ms"]).all()                                     # "all 15 training labels" too fast
+    says(NB06, f"**Training is forecast too fast**: all {len(t)} training labels, at a median "
+               f"{(t['amd_ms'] / t['e2e_ms']).median():.2f} of the measured time")
+    big = t[((t["model"] == "gpt2_large") & (t["batch"] == 4)) | ((t["model"] == "gpt3_xl") & (t["batch"] == 1))]
+    assert set(big["device"]) == {mi210, mi250} and len(big) == 4
+    assert big["amd_ape"].min() > t.drop(big.index)["amd_ape"].max()             # "carry most of the error"
+    ape = big.set_index(["model", "device"])["amd_ape"]
+    says(NB06, f"GPT2-Large at batch 4 ({ape[('gpt2_large', mi210)]:.1f}% and {ape[('gpt2_large', mi250)]:.1f}%) and GPT3-XL "
+               f"at batch 1 ({ape[('gpt3_xl', mi210)]:.1f}% and {ape[('gpt3_xl', mi250)]:.1f}%)")
+    says(NB06, f"The paper misses both too ({big['paper_ape_pct'].min():.1f}% to {big['paper_ape_pct'].max():.1f}%)")
+    g2 = t[(t["model"] == "gpt2_large") & (t["device"] == mi210)].set_index("batch")["e2e_ms"]
+    says(NB06, f"takes {g2[4] / g2[1]:.1f} times its batch-1 time on the MI210")
+    k = table("06-amd-perop").set_index(["setting", "op_class", "method"])["mape"]
+    spec, oracle, nvidia = ("NeuSight, AMD-trained (spec-only tiles)", "NeuSight, AMD-trained (oracle tiles)",
+                            "NeuSight, NVIDIA-trained (spec-only tiles)")
+    held = lambda c, m=spec: k[("held-out shapes", c, m)]
+    says(NB06, f"element-wise {held('EW'):.1f}%, layernorm {held('LN'):.1f}%, FC {held('FC'):.1f}%, BMM {held('BMM'):.1f}%, "
+               f"softmax {held('SOFTMAX'):.1f}%")
+    says(NB06, f"with oracle tiles BMM is at {held('BMM', oracle):.1f}% and FC at {held('FC', oracle):.1f}%")
+    ratio = table("06-amd-perop").set_index(["setting", "op_class", "method"])["median_ratio"]
+    says(NB06, f"at a median {ratio[('held-out shapes', 'BMM', spec)]:.2f} of the measured time for BMM (oracle tiles: "
+               f"{ratio[('held-out shapes', 'BMM', oracle)]:.2f})")
+    from lib.tiles import GEMM_TILE_CANDIDATES, GEMM_TILE_CANDIDATES_AMD
+    says(NB06, f"among the AMD GPUs' {len(GEMM_TILE_CANDIDATES_AMD)} (NVIDIA's: {len(GEMM_TILE_CANDIDATES)})")
+    assert 0 < held("SOFTMAX", nvidia) - held("SOFTMAX") < 2                      # "barely better than the NVIDIA-trained"
+    says(NB06, f"Softmax is barely better than the NVIDIA-trained model ({held('SOFTMAX', nvidia):.1f}%)")
+    one = lambda c, m=spec: k[("GPU never trained on", c, m)]
+    says(NB06, f"are off by {one('EW'):.1f}% (element-wise), {one('SOFTMAX'):.1f}% (softmax) and {one('LN'):.1f}% "
+               f"(layernorm), against {one('EW', nvidia):.1f}%, {one('SOFTMAX', nvidia):.1f}% and {one('LN', nvidia):.1f}%")
+    o = table("06-amd-e2e-one-gpu").set_index(["trained_on", "device", "mode"])["mape"]
+    says(NB06, f"the MI250 forecast by the MI100's models is off by {o[(mi100, mi250, 'inference')]:.1f}% (inference) and "
+               f"{o[(mi100, mi250, 'training')]:.0f}% (training)")
+    r = table("06-amd-mi250-vs-mi210")
+    assert (r["forecast_mi250_over_mi210"] == 1).all()                           # "equal forecasts"
+    m = r["measured_mi250_over_mi210"]
+    says(NB06, f"the MI250 measured a median {m.median():.2f} of the MI210's time ({m.min():.2f} to {m.max():.2f}")

@@ -176,3 +176,15 @@ def test_bench_machine_names_the_cpu_and_is_empty_for_an_older_table():
     assert report.bench_machine(bench) == " on 2 CPUs, AMD EPYC, torch AVX2; commit abc"
     assert report.bench_machine(bench.iloc[1:]) == ""
     assert list(report.bench_summary(bench).index) == ["forecast_cli_cold"]   # no target: not a speed row
+
+
+def test_amd_summary_by_hand():
+    from lib.report import amd_summary
+    h = pd.DataFrame({"mode": ["inference", "training"], "device": ["AMD Instinct MI250"] * 2, "labels": [10.0, 1.0],
+                      "ours": [4.0, 20.0], "ours_ci_lo": [2.0, np.nan], "ours_ci_hi": [6.0, np.nan],
+                      "ours_paper_labels": [4.0, 20.0], "paper": [8.0, 15.0], "nvidia_trained": [16.0, 21.0],
+                      "roofline": [35.0, 45.0], "split": ["OOD", "OOD"]})
+    t = amd_summary(h)
+    assert t.loc[("inference", "AMD Instinct MI250"), "below the paper"] == "yes"
+    assert t.loc[("training", "AMD Instinct MI250"), "below the paper"] == "**no**"
+    assert t["ours, 95% CI"].tolist() == ["2.0 to 6.0", "n/a"] and t["labels"].tolist() == ["10", "1"]
