@@ -152,9 +152,9 @@ AMD_METHODS = {"amd_spec": "NeuSight, AMD-trained (spec-only tiles)", "amd_oracl
 SETTINGS = ("held-out shapes", "GPU never trained on")
 
 
-def kernel_forecasts(cfg: dict | None = None) -> pd.DataFrame:
-    """Every AMD kernel of both settings with its forecasts (AMD_METHODS columns, ms); cfg as amd_predictors' (notebook
-    06)."""
+def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None) -> pd.DataFrame:
+    """Every AMD kernel of both settings with its forecasts (AMD_METHODS columns, ms); cfg as amd_predictors', nvidia_cfg
+    as lib.kernels' cfg_by_class for the NVIDIA-trained column (None: the defaults) (notebook 06)."""
     from .kernels import predict_by_device
     frames = []
     for op_class in OP_CLASSES:
@@ -170,7 +170,7 @@ def kernel_forecasts(cfg: dict | None = None) -> pd.DataFrame:
                 op_class=op_class, setting=setting, trained_on=variant,
                 amd_spec=predict_by_device(these, tiles="spec", cfg_by_class=models),
                 amd_oracle=predict_by_device(these, tiles="oracle", cfg_by_class=models),
-                nvidia_spec=predict_by_device(these, tiles="spec"),
+                nvidia_spec=predict_by_device(these, tiles="spec", cfg_by_class=nvidia_cfg),
                 roofline=predict_by_device(these, method="roofline"))
             frames.append(out)
     return pd.concat(frames, ignore_index=True)
