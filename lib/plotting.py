@@ -38,8 +38,9 @@ def device_colors(names) -> dict:
 
 
 def short_gpu_name(name: str) -> str:
-    """A GPU's name for a crowded axis: without the vendor's 'NVIDIA ' or 'Tesla ' (notebooks 04 and 05)."""
-    return name.replace("NVIDIA ", "").replace("Tesla ", "")
+    """A GPU's name for a crowded axis: without the vendor's 'NVIDIA ', 'Tesla ' or 'AMD Instinct ' (notebooks 04 to
+    06)."""
+    return name.replace("NVIDIA ", "").replace("Tesla ", "").replace("AMD Instinct ", "")
 
 
 def save_figure(fig, name: str, show: bool = True) -> str:

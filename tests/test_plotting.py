@@ -87,4 +87,4 @@ def test_save_table_writes_no_index_and_four_significant_digits(tmp_path, monkey
 def test_short_gpu_name_drops_the_vendor_prefix_only():
     assert short_gpu_name("NVIDIA A100 80GB PCIe") == "A100 80GB PCIe"
     assert short_gpu_name("Tesla V100-PCIE-32GB") == "V100-PCIE-32GB"
-    assert short_gpu_name("AMD Instinct MI300X") == "AMD Instinct MI300X"
+    assert short_gpu_name("AMD Instinct MI300X") == "MI300X" and short_gpu_name("all AMD GPUs") == "all AMD GPUs"
