@@ -174,3 +174,22 @@ def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None) ->
                 roofline=predict_by_device(these, method="roofline"))
             frames.append(out)
     return pd.concat(frames, ignore_index=True)
+
+
+# The features tile element-wise, softmax and layernorm kernels by PyTorch's CUDA launch rule (lib.tiles.vec_tile).
+# For these kernels the AMD traces count grid_x in blocks, not in work-items as for the Tensile GEMMs (lib.tiles.
+# grid_blocks): a layernorm launches one block per row, grid_x = B. Per row:
+#   ratio = grid_x * grid_y * grid_z / num_tiles(CUDA rule)
+# with softmax split at SOFTMAX_WARP_MAX_H, where CUDA's rule turns from its warp kernel to one block per row.
+def vector_launch_agreement() -> pd.DataFrame:
+    """Per op class, op, softmax row kind (long_rows: H > SOFTMAX_WARP_MAX_H; False for the other ops) and AMD GPU:
+    the rows, the share whose measured blocks equal the CUDA rule's (rule_share), and the median ratio (notebook 06)."""
+    from .ops import GEMM_OPS
+    from .tiles import SOFTMAX_WARP_MAX_H, add_tiles
+    df = load_kernels(devices=list(TRAIN_GPUS_AMD), vendor="amd")
+    t = add_tiles(df[~df["op"].isin(GEMM_OPS)])
+    blocks = (t["grid_x"] * t["grid_y"] * t["grid_z"]).to_numpy(float)
+    t = t.assign(match=np.isclose(blocks, t["num_tiles"]), ratio=blocks / t["num_tiles"],
+                 long_rows=(t["op"] == "softmax") & (t["H"] > SOFTMAX_WARP_MAX_H))
+    return (t.groupby(["op_class", "op", "long_rows", "device"])
+             .agg(rows=("match", "size"), rule_share=("match", "mean"), median_ratio=("ratio", "median")).reset_index())

@@ -108,3 +108,12 @@ def test_the_clis_forecast_an_amd_gpu_with_the_amd_models(tmp_path, monkeypatch)
     csv.write_text("OPName,B,M,N,K\nbmm,16,512,64,512\n")
     assert kernels.main(["--device", mi250.path, "--input", str(csv), "--output", "-"]) == 0
     assert seen == [sentinel]
+
+
+def test_vector_launch_agreement_reads_rocm_blocks_by_hand():
+    t = amd.vector_launch_agreement().set_index(["op", "long_rows", "device"])
+    # a layernorm launches one block per row on ROCm as on CUDA (grid_x = B): the rule holds on every row
+    assert (t.loc[("ln", False), "rule_share"] == 1).all()
+    # an element-wise block takes 1,024 elements on ROCm, 512 by CUDA's rule: half the blocks
+    assert t.loc[("add", False), "median_ratio"].to_numpy() == pytest.approx([0.5, 0.5], abs=1e-3)
+    assert set(t.index.get_level_values("device")) == set(TRAIN_GPUS_AMD)
