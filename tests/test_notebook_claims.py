@@ -1479,7 +1479,7 @@ def test_06_amd_reading():
     assert (r["forecast_mi250_over_mi210"] == 1).all()                           # "equal forecasts"
     m = r["measured_mi250_over_mi210"]
     says(NB06, f"the MI250 measured a median {m.median():.2f} of the MI210's time ({m.min():.2f} to {m.max():.2f}")
-    v = table("06-amd-vector-launch").set_index(["op_class", "long_rows"])
+    v = table("06-amd-vector-launch").set_index(["op_class", "long_rows"]).sort_index()
     assert (v.loc[("LN", False), "rule_share"] == 1).all() and (v.loc[("SOFTMAX", True), "rule_share"] == 1).all()
     short, ew = v.loc[("SOFTMAX", False)], v.loc[("EW", False)]
     assert (short["rule_share"] < 0.05).all() and (ew["rule_share"] < 0.01).all()   # "nearly a constant factor"

@@ -1037,7 +1037,7 @@ def test_amd_as_the_readme_says():
     say(f"(layernorm {k[('GPU never trained on', 'LN', spec)]:.1f}%)")
     o = table("06-amd-e2e-one-gpu").set_index(["trained_on", "device", "mode"])["mape"]
     say(f"the MI250 from the MI100's models: {o[(mi100, mi250, 'inference')]:.1f}% for inference")
-    v = table("06-amd-vector-launch").set_index(["op_class", "long_rows"])
+    v = table("06-amd-vector-launch").set_index(["op_class", "long_rows"]).sort_index()
     assert (v.loc[("LN", False), "rule_share"] == 1).all() and (v.loc[("SOFTMAX", True), "rule_share"] == 1).all()
     assert v.loc[("SOFTMAX", False), "median_ratio"].round(1).eq(2).all() and v.loc[("EW", False), "median_ratio"].round(1).eq(0.5).all()
     say("as many blocks for every layernorm row and every softmax row over 1,024 elements, twice as many for shorter "
