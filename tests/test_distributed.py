@@ -1,0 +1,195 @@
+"""lib.distributed: collectives against hand-computed times, the tensor-parallel shard against Megatron's split, the
+pipeline stages against a hand-made table, the paper's table against the labels, and the CLI."""
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from lib import distributed as d
+from lib import network as net
+from lib import paths
+from lib.devices import device_by_name
+from lib.forecast import forecast
+from lib.graph import capture
+from lib.labels import load_labels
+
+GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"
+H100 = paths.DEVICE_CONFIGS / "NVIDIA_H100_80GB_HBM3.json"
+LINK = net.Link("test", GBps=400.0, latency_us=0.0)
+
+
+def test_ring_allreduce_by_hand():
+    # 4 GB over 4 GPUs at 400 GB/s: 2 * 3 steps of 1 GB / 400 GB/s = 6 * 2.5 ms
+    assert net.allreduce_ms(4e9, 4, LINK) == pytest.approx(15.0)
+    # each of the 2 (n - 1) steps pays the latency: 6 * 10 us
+    assert net.allreduce_ms(0.0, 4, net.Link("x", 400.0, 10.0)) == pytest.approx(0.06)
+    assert net.allreduce_ms(4e9, 1, LINK) == 0.0
+
+
+def test_hierarchical_allreduce_is_a_ring_in_the_node_then_one_across():
+    ib = net.Link("ib", GBps=50.0, latency_us=0.0)
+    assert net.hierarchical_allreduce_ms(4e9, 4, 1, LINK, ib) == net.allreduce_ms(4e9, 4, LINK)
+    # across 2 servers each GPU all-reduces its quarter (1 GB): 2 * 1 step of 0.5 GB / 50 GB/s = 20 ms
+    assert net.hierarchical_allreduce_ms(4e9, 4, 2, LINK, ib) == pytest.approx(15.0 + 20.0)
+
+
+def test_p2p_by_hand():
+    assert net.p2p_ms(4e8, net.Link("x", 400.0, 5.0)) == pytest.approx(1.0 + 0.005)
+
+
+def test_megatron_pads_the_vocabulary_to_128_times_tp():
+    assert d.padded_vocab(50257, 1) == 50304     # GPT-2's padded vocabulary in Megatron-LM
+    assert d.padded_vocab(50257, 4) == 50688     # 99 x 512
+    assert d.padded_vocab(512, 4) == 512
+
+
+@pytest.mark.parametrize("option, nodes, layout", [
+    ("dp4", 1, d.Layout("dp", 4)), ("tp4", 1, d.Layout("tp", 4)), ("pp4_1", 1, d.Layout("pp", 4, 1)),
+    ("pp4", 1, d.Layout("pp", 4, 1)), ("dp16", 2, d.Layout("dp", 16, 1, 2))])
+def test_parse_layout(option, nodes, layout):
+    assert d.parse_layout(option, nodes) == layout
+    assert d.parse_layout(layout.name, nodes) == layout
+
+
+@pytest.mark.parametrize("option, nodes, message", [
+    ("dp4_2", 1, "expected dp<n>"), ("xp4", 1, "expected dp<n>"), ("dp0", 1, "expected dp<n>"),
+    ("tp8", 2, "only data parallel"), ("dp6", 4, "do not split evenly"), ("dp4", 0, "nodes must be")])
+def test_parse_layout_errors(option, nodes, message):
+    with pytest.raises(d.DistributedError, match=message):
+        d.parse_layout(option, nodes)
+
+
+def test_megatron_configs_read_as_their_layouts():
+    folder = paths.NEUSIGHT / "data" / "megatron_configs"
+    assert d.megatron_layout(folder / "DP.yaml") == d.Layout("dp", 4)
+    assert d.megatron_layout(folder / "TP.yaml") == d.Layout("tp", 4)
+    assert d.megatron_layout(folder / "PP.yaml") == d.Layout("pp", 4, 4)
+
+
+def test_megatron_config_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("num_processes: 4\n")
+    with pytest.raises(d.DistributedError, match="bad.yaml: not a Megatron-LM launch config"):
+        d.megatron_layout(bad)
+    with pytest.raises(d.DistributedError, match="not found"):
+        d.megatron_layout(tmp_path / "none.yaml")
+
+
+def test_link_table_has_a_node_link_for_every_distributed_label_gpu():
+    labels = load_labels()
+    for name in labels[labels["option"].str.match(d.LAYOUT)]["device"].unique():
+        link = net.link_of(name)
+        assert link.GBps > 0 and "datasheet" in link.source
+
+
+def test_link_table_errors_name_the_row(tmp_path):
+    table = net.load_links()
+    bad = table.copy()
+    bad.loc[1, "GBps_per_direction"] = -1
+    bad.to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(net.NetworkError, match="bad.csv: row 3"):
+        net.load_links(tmp_path / "bad.csv")
+    pd.concat([table, table.head(1)]).to_csv(tmp_path / "twice.csv", index=False)
+    with pytest.raises(net.NetworkError, match="two node links"):
+        net.load_links(tmp_path / "twice.csv")
+    with pytest.raises(net.NetworkError, match="no network link for 'NVIDIA L4'"):
+        net.link_of("NVIDIA L4", "network")
+
+
+def _layer(t, phase, op):
+    rows = t[(t["layer"] == "layer") & (t["phase"] == phase) & (t["op"] == op)]
+    return rows.sort_index()
+
+
+def test_tensor_parallel_shard_splits_heads_and_mlp_as_megatron():
+    full, shard = capture(GPT2, 1, 64, "training"), d.tp_capture(GPT2, 1, 64, 4)
+    # forward GEMMs of a block: qkv [h -> 3h/4], out-proj [h/4 -> h], fc1 [h -> 4h/4], fc2 [4h/4 -> h] (N in, K out)
+    fw = _layer(shard, "fw", "linear")[["M", "N", "K"]].to_numpy().tolist()
+    assert fw == [[64, 1280, 960], [64, 320, 1280], [64, 1280, 1280], [64, 1280, 1280]]
+    # every GEMM of a block, forward and backward, does a quarter of the work
+    for phase in ("fw", "bw"):
+        flops = [(_layer(t, phase, "linear")[["M", "N", "K"]].prod(axis=1) * _layer(t, phase, "linear")["count"]).sum()
+                 for t in (full, shard)]
+        assert flops[1] == pytest.approx(flops[0] / 4)
+    # a quarter of the heads: 20 / 4 attention matrices, softmax rows likewise
+    assert set(_layer(shard, "fw", "bmm")["B"]) == {5}
+    assert set(_layer(shard, "fw", "softmax")["B"]) == {5 * 64}
+    # layer norms stay whole, and the LM head covers a quarter of the padded vocabulary
+    assert _layer(shard, "fw", "ln")[["B", "H"]].equals(_layer(full, "fw", "ln")[["B", "H"]])
+    head = shard[(shard["layer"] == "epilogue") & (shard["phase"] == "fw") & (shard["op"] == "linear")]
+    assert head["K"].tolist() == [d.padded_vocab(50257, 4) // 4]
+
+
+def test_tensor_parallel_errors_name_the_config():
+    with pytest.raises(d.DistributedError, match="20 attention heads do not split over 3"):
+        d.tp_capture(GPT2, 1, 64, 3)
+    with pytest.raises(d.DistributedError, match="split here for model_type gpt2 \(got .opt.\)"):
+        d.tp_capture(paths.MODEL_CONFIGS / "opt_13.json", 1, 64, 2)
+
+
+def test_pipeline_stages_by_hand():
+    table = pd.DataFrame({"layer": ["prologue", "prologue", "layer", "layer", "epilogue", "epilogue"],
+                          "phase": ["fw", "bw", "fw", "bw", "fw", "bw"], "total_ms": [1.0, 2.0, 8.0, 16.0, 3.0, 4.0]})
+    stages = d._pp_stages(table, stages=2, layers=4)
+    assert stages[["fw_ms", "bw_ms"]].to_numpy().tolist() == [[5.0, 10.0], [7.0, 12.0]]
+
+
+def test_one_micro_batch_pipeline_computes_the_whole_model_once():
+    dev = device_by_name("NVIDIA H100 80GB HBM3")
+    single = forecast(GPT2, dev, 2, 128, "training")["latency_ms"]
+    pp = d.forecast_layout(GPT2, dev, 2, 128, d.parse_layout("pp4_1"))
+    assert pp["compute_ms"] == pytest.approx(single)
+    # with 2 micro-batches: the stages of one micro-batch once, then the slowest stage once more
+    pp2 = d.forecast_layout(GPT2, dev, 2, 128, d.parse_layout("pp4_2"))
+    half = forecast(GPT2, dev, 1, 128, "training")["latency_ms"]
+    assert half < pp2["compute_ms"] < 2 * half
+    dp = d.forecast_layout(GPT2, dev, 4, 128, d.parse_layout("dp4"))
+    assert dp["compute_ms"] == pytest.approx(forecast(GPT2, dev, 1, 128, "training")["latency_ms"])
+    assert dp["communication_ms"] == pytest.approx(net.allreduce_ms(4 * 774_030_080, 4, net.link_of(dev.name)))
+    assert dp["model_state_gb"] == pytest.approx(16 * 774_030_080 / 1e9)
+
+
+def test_forecast_layout_refuses_a_batch_that_does_not_split():
+    dev = device_by_name("NVIDIA H100 80GB HBM3")
+    with pytest.raises(d.DistributedError, match="batch 6 does not split over 4"):
+        d.forecast_layout(GPT2, dev, 6, 128, d.parse_layout("dp4"))
+    with pytest.raises(d.DistributedError, match="36 blocks do not split evenly into 5"):
+        d.forecast_layout(GPT2, dev, 5, 128, d.parse_layout("pp5_1"))
+
+
+def test_paper_table_measured_column_is_the_labels():
+    paper = d.paper_distributed_table()
+    assert len(paper) == 11 and paper["paper_ms"].notna().all()
+    labels = load_labels().set_index(["gpu", "model", "batch", "option"])["e2e_ms"]
+    from lib.labels import PAPER_MODELS
+    for r in paper.itertuples():
+        option = {"dp": "dp4", "tp": "tp4", "pp": "pp4_1"}[r.layout]
+        measured = labels[(d.PAPER_GPUS[r.gpus], PAPER_MODELS[r.model], r.batch, option)]
+        assert r.measured_ms == pytest.approx(measured, abs=0.05)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "lib.distributed", *map(str, args)], capture_output=True, text=True,
+                          cwd=paths.ROOT, timeout=900)
+
+
+def test_cli_prints_the_forecast():
+    r = _cli("--model", GPT2, "--device", H100, "--batch", 4, "--seq", 128, "--layout", "tp4")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) == {"latency_ms", "compute_ms", "communication_ms", "model_state_gb"}
+    assert out["latency_ms"] == pytest.approx(out["compute_ms"] + out["communication_ms"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--layout", "zz4"), "layout 'zz4'"),
+    (("--layout", "dp4", "--device", paths.DEVICE_CONFIGS / "AMD_Instinct_MI250.json"), "no node link for"),
+    (("--layout", "dp8", "--nodes", "2", "--device", paths.DEVICE_CONFIGS / "NVIDIA_L4.json"), "no network link")])
+def test_cli_errors_are_one_line(args, message):
+    base = {"--model": GPT2, "--device": H100, "--batch": 8, "--seq": 128}
+    extra = dict(zip(args[::2], args[1::2]))
+    r = _cli(*[x for k, v in {**base, **extra}.items() for x in (k, v)])
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
