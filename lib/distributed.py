@@ -317,6 +317,12 @@ def main(argv=None) -> int:
     except (DistributedError, NetworkError, DeviceError, GraphError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from .caveats import extrapolation_note, spec_notes
+    state = (f"the model state alone (fp32 weights, gradients and Adam moments: {result['model_state_gb']:.1f} GB per "
+             f"GPU) exceeds the GPU's {device.mem_gb:g} GB") if result["model_state_gb"] > device.mem_gb else None
+    for note in (extrapolation_note(device), *spec_notes(device), state):
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
     try:
         print(json.dumps(result), flush=True)
     except OSError as e:

@@ -235,6 +235,23 @@ def amd_summary(headline: pd.DataFrame) -> pd.DataFrame:
         "NeuSight trained on NVIDIA GPUs": h["nvidia_trained"], "roofline": h["roofline"]}, index=h.index)
 
 
+def distributed_summary(summary: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 07's means (07-distributed-summary) per layout, GPU and overall: ours with its interval, the paper's on
+    the same labels, whether ours is below it, and the span of forecast / measured."""
+    s = summary.set_index("which")
+    return pd.DataFrame({
+        "labels": s["labels"].astype(int).astype(str), "ours": s["ours_mape"],
+        "ours, 95% CI": [interval(lo, hi) for lo, hi in zip(s["ours_ci_lo"], s["ours_ci_hi"])],
+        "paper": s["paper_mape"], "below the paper": np.where(s["ours_mape"] < s["paper_mape"], "yes", "**no**"),
+        "forecast / measured": [f"{lo:.2f} to {hi:.2f}" for lo, hi in zip(s["forecast_over_measured_min"],
+                                                                          s["forecast_over_measured_max"])]},
+        index=s.index).rename(index=DISTRIBUTED_GROUPS)
+
+
+# notebook 07 names its layouts by the labels' options
+DISTRIBUTED_GROUPS = {"dp": "data parallel", "tp": "tensor parallel", "pp": "pipeline parallel", "all": "all 4-GPU labels"}
+
+
 def bench_summary(bench: pd.DataFrame) -> pd.DataFrame:
     """The `make bench` rows that have a target, with their value."""
     b = bench[bench["target"].notna() & (bench["target"].astype(str) != "")]
@@ -292,6 +309,10 @@ def render(tables: Path = paths.TABLES) -> str:
         "AMD GPUs, trained on the MI100 and MI210, the MI250 never trained on (notebook 06, "
         "`figures/tables/06-amd-e2e-summary.csv`; end-to-end mean APE %, no target):",
         "", markdown(amd_summary(read("06-amd-e2e-summary"))), "",
+        "Training on 4 GPUs, data / tensor / pipeline parallel as Megatron-LM ran it (notebook 07, "
+        "`figures/tables/07-distributed-summary.csv`; mean APE % of one step over the dataset's distributed labels, "
+        "A100-SXM4-40GB and H100, both never trained on; no target):",
+        "", markdown(distributed_summary(read("07-distributed-summary"))), "",
         f"Speed (`make bench`, `figures/tables/bench.csv`){bench_machine(read('bench'))}:",
         "", markdown(bench_summary(read("bench"))), "",
         END,

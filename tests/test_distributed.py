@@ -193,3 +193,9 @@ def test_cli_errors_are_one_line(args, message):
     r = _cli(*[x for k, v in {**base, **extra}.items() for x in (k, v)])
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
+
+
+def test_cli_warns_when_the_model_state_exceeds_memory():
+    r = _cli("--model", paths.MODEL_CONFIGS / "gpt3_67.json", "--device", H100, "--batch", 4, "--seq", 128,
+             "--layout", "dp4")
+    assert r.returncode == 0 and "warning: the model state alone" in r.stderr and "exceeds the GPU's 80 GB" in r.stderr

@@ -1486,3 +1486,80 @@ def test_06_amd_reading():
     says(NB06, f"twice the rule's blocks for the shorter softmax rows (a median {short['median_ratio'].median():.1f} times) "
                f"and half of them for element-wise kernels ({ew['median_ratio'].median():.1f} times)")
     says(NB06, f"are forecast at {held('EW'):.1f}% on held-out shapes all the same")
+
+
+NB07 = "07-forecast-distributed.ipynb"
+
+
+def test_07_distributed_reading():
+    """Notebook 07's reading: the 11 distributed labels against the paper, the H100's bias, the communication's share,
+    the pipeline's micro-batches, the layouts and the servers (07-*)."""
+    s = table("07-distributed-summary").set_index("which")
+    a, layout, gpu = s.loc["all"], s[s["group"] == "layout"], s[s["group"] == "GPU"]
+    assert (s["ours_mape"] < s["paper_mape"]).all()                              # "below the paper for every layout"
+    says(NB07, f"Over the {a['labels']:.0f} distributed labels the mean APE is {a['ours_mape']:.1f}%** (95% CI "
+               f"{a['ours_ci_lo']:.1f}-{a['ours_ci_hi']:.1f}%")
+    says(NB07, f"against the paper's {a['paper_mape']:.1f}% on the same labels")
+    says(NB07, f"(data parallel {layout.loc['dp', 'ours_mape']:.1f}% against {layout.loc['dp', 'paper_mape']:.1f}%, "
+               f"tensor parallel {layout.loc['tp', 'ours_mape']:.1f}% against {layout.loc['tp', 'paper_mape']:.1f}%, "
+               f"pipeline parallel {layout.loc['pp', 'ours_mape']:.1f}% against {layout.loc['pp', 'paper_mape']:.1f}%)")
+    a100, h100 = gpu.loc["NVIDIA A100-SXM4-40GB"], gpu.loc[H100]
+    says(NB07, f"(A100-SXM4-40GB {a100['ours_mape']:.1f}% against {a100['paper_mape']:.1f}%, H100 {h100['ours_mape']:.1f}% "
+               f"against {h100['paper_mape']:.1f}%)")
+    says(NB07, f"With {s['labels'].min():.0f} to {s[s['group'] != 'all']['labels'].max():.0f} labels per group")
+    e = table("07-distributed")
+    assert (e.groupby("model").size().sort_values().tolist() == [2, 9])           # "one model but for two labels"
+    h = e[e["device"] == H100]
+    assert (h["latency_ms"] < h["measured_ms"]).all()                            # "too fast, every one of its 8 labels"
+    says(NB07, f"every one of its {len(h)} labels** ({h100['forecast_over_measured_min']:.2f} to "
+               f"{h100['forecast_over_measured_max']:.2f} of the measured step)")
+    worst = h.sort_values("ape").iloc[-2:]
+    assert set(worst["model"]) == {"gpt3_xl"}
+    says(NB07, f"GPT3-XL: {worst.iloc[1]['ape']:.1f}% tensor parallel and {worst.iloc[0]['ape']:.1f}% pipeline parallel")
+    says(NB07, f"The A100-SXM4-40GB's three are within {a100['forecast_over_measured_min']:.2f} to "
+               f"{a100['forecast_over_measured_max']:.2f}")
+    c = table("07-distributed-communication").merge(e[["device", "model", "batch", "label", "layout"]])
+    share, alone = c.groupby("layout")["comm_share"].mean(), c.groupby("layout")["compute_only_ape"].mean()
+    says(NB07, f"{100 * share['dp']:.1f}% of the forecast for data parallel, {100 * share['tp']:.1f}% for tensor parallel, "
+               f"{100 * share['pp']:.1f}% for pipeline parallel")
+    says(NB07, f"raise the mean error from {c['ape'].mean():.1f}% to {c['compute_only_ape'].mean():.1f}%, and tensor "
+               f"parallel's from {layout.loc['tp', 'ours_mape']:.1f}% to {alone['tp']:.1f}%")
+    from lib.labels import load_labels
+    lab = load_labels().set_index(["gpu", "model", "batch", "option"])["e2e_ms"]
+    h100_dir = "NVIDIA_H100_80GB_HBM3"
+    gap = lab[(h100_dir, "gpt2_large", 4, "dp4")] - lab[(h100_dir, "gpt2_large", 1, "")]
+    dp4 = e[(e["device"] == H100) & (e["label"] == "dp4") & (e["batch"] == 4)].iloc[0]
+    says(NB07, f"measured {gap:.2f} ms more than the single-GPU step at batch 1")
+    says(NB07, f"the forecast charges {dp4['communication_ms']:.2f} ms for it")
+    m = table("07-pipeline-micro-batches")
+    says(NB07, f"the forecasts are off by {m['one_ape'].min():.1f}% to {m['one_ape'].max():.1f}%")
+    says(NB07, f"they would be {m['four_ape'].min():.0f}% to {m['four_ape'].max():.0f}% too fast")
+    assert (m["four_micro_batches_ms"] < m["measured_ms"]).all()
+    ratio = e[e["layout"] == "pp"].merge(e[e["layout"] == "dp"], on=["device", "model", "batch"])
+    r = ratio["measured_ms_x"] / ratio["measured_ms_y"]
+    says(NB07, f"took {r.min():.1f} to {r.max():.1f} times the data-parallel step")
+    lay = table("07-layouts")
+    best = lay[lay["fastest_that_fits"]].set_index(["device", "model"])["layout"]
+    dp = lay[lay["layout"] == "dp4"].set_index(["device", "model"])
+    says(NB07, f"for {(best == 'dp4').sum()} of the {len(best)} model and GPU pairs")
+    assert (best[~dp["fits"].reindex(best.index)] == "tp4").all()                # "Where its state does not fit, tensor"
+    no_fit = dp[~dp["fits"]].index
+    assert sorted(no_fit) == sorted([("NVIDIA A100-SXM4-40GB", "gpt3_xl"), ("NVIDIA A100-SXM4-40GB", "gpt3_27"),
+                                     ("NVIDIA A100-SXM4-40GB", "gpt3_67"), (H100, "gpt3_67")])
+    st = dp.groupby("model")["model_state_gb"].first()
+    says(NB07, f"GPT3-XL and GPT3-2.7B on the A100-SXM4-40GB ({st['gpt3_xl']:.1f} and {st['gpt3_27']:.1f} GB of state "
+               f"against 40 GB) and GPT3-6.7B ({st['gpt3_67']:.0f} GB) on the A100 and the H100")
+    h200 = lay[(lay["device"] == "NVIDIA H200") & (lay["model"] == "gpt3_67")].set_index("layout")
+    assert h200.loc["dp4", "fits"] and best[("NVIDIA H200", "gpt3_67")] == "tp4"
+    says(NB07, f"whose {h200['mem_gb'].iloc[0]:.0f} GB hold GPT3-6.7B's state, tensor parallel is still forecast faster "
+               f"({h200.loc['tp4', 'latency_ms']:.0f} against {h200.loc['dp4', 'latency_ms']:.0f} ms)")
+    g2 = lay[(lay["model"] == "gpt2_large") & (lay["layout"] == "dp4")].set_index("device")["latency_ms"]
+    assert g2["NVIDIA H200"] > g2[H100]
+    says(NB07, f"({g2['NVIDIA H200']:.0f} against {g2[H100]:.0f} ms)")
+    n = table("07-multinode")
+    top = n[n["servers"] == n["servers"].max()].set_index("device")
+    says(NB07, f"keeps {100 * top.loc['NVIDIA A100-SXM4-40GB', 'efficiency']:.1f}% of its one-GPU speed on "
+               f"{top['gpus'].iloc[0]} A100-SXM4-40GB and {100 * top.loc[H100, 'efficiency']:.1f}% on {top['gpus'].iloc[0]} "
+               f"H100s ({100 * top.loc['NVIDIA H200', 'efficiency']:.1f}% on H200s)")
+    says(NB07, f"{top.loc[H100, 'communication_ms']:.1f} ms of a {top.loc[H100, 'latency_ms']:.0f} ms step on "
+               f"{top['servers'].iloc[0]} H100 servers")

@@ -188,3 +188,18 @@ def test_amd_summary_by_hand():
     assert t.loc[("inference", "AMD Instinct MI250"), "below the paper"] == "yes"
     assert t.loc[("training", "AMD Instinct MI250"), "below the paper"] == "**no**"
     assert t["ours, 95% CI"].tolist() == ["2.0 to 6.0", "n/a"] and t["labels"].tolist() == ["10", "1"]
+
+
+def test_distributed_summary_by_hand():
+    from lib.report import distributed_summary
+    s = pd.DataFrame({"which": ["dp", "NVIDIA H100 80GB HBM3", "all"], "labels": [3.0, 8.0, 11.0],
+                      "ours_mape": [2.0, 9.0, 5.0], "ours_ci_lo": [1.0, 5.0, 3.0], "ours_ci_hi": [3.0, 12.0, 7.0],
+                      "paper_mape": [8.0, 6.0, 7.0], "ours_max": [5.0, 11.0, 11.0],
+                      "forecast_over_measured_min": [0.95, 0.891, 0.891], "forecast_over_measured_max": [1.0, 0.99, 1.03],
+                      "group": ["layout", "GPU", "all"]})
+    t = distributed_summary(s)
+    assert list(t.index) == ["data parallel", "NVIDIA H100 80GB HBM3", "all 4-GPU labels"]
+    assert t["ours"].tolist() == [2.0, 9.0, 5.0] and t["labels"].tolist() == ["3", "8", "11"]
+    assert t["below the paper"].tolist() == ["yes", "**no**", "yes"]
+    assert t["ours, 95% CI"].tolist() == ["1.0 to 3.0", "5.0 to 12.0", "3.0 to 7.0"]
+    assert t.loc["NVIDIA H100 80GB HBM3", "forecast / measured"] == "0.89 to 0.99"
