@@ -9,13 +9,14 @@ single-GPU predictors (lib.forecast), and the collectives by the link's bandwidt
 (spec sheets, one source per row). The layouts follow Megatron-LM, which measured the labels (megatron_configs/):
 - dp<n>: each GPU trains B/n sequences, then the fp32 gradients (4 bytes per parameter) are all-reduced, after the
   backward pass (no overlap):      t = T(B/n) + allreduce(4 P)
-- tp<n>: each GPU holds 1/n of the attention heads, of the MLP's inner width and of the (padded) vocabulary; its
-  kernels are captured from a model sharded that way (`tp_capture`), and each block all-reduces its [B, S, h]
+- tp<n> (GPT-2, OPT and Llama-family configs): each GPU holds 1/n of the attention heads, of the MLP's inner width
+  and of the (padded) vocabulary; its kernels are captured from a model sharded that way (`tp_capture`), and each
+  block all-reduces its [B, S, h]
   activations twice forward and twice backward, the embedding and the LM head once each:
                                    t = T_shard(B) + 2 (2 L + 1) allreduce(4 B S h)
 - pp<n>_<m>: stage i of n runs L/n blocks (the first also the embedding, the last the final norm and LM head) on
   micro-batches of B/m sequences, with a GPipe / 1F1B schedule; each stage boundary sends the [B/m, S, h]
-  activations forward and their gradient back, and the first and last stages all-reduce the tied embedding's gradient:
+  activations forward and their gradient back, and the first and last stages all-reduce a tied embedding's gradient:
                                    t = sum_i t_i + (m - 1) max_i t_i + 2 (n - 1) p2p(4 B/m S h) + allreduce_2(4 V h)
   with t_i = forward + backward of stage i on one micro-batch.
 The collectives' times come from lib.network (NCCL's ring; across servers, data parallel only, hierarchical).
@@ -43,10 +44,18 @@ FP32_BYTES = 4
 MODEL_STATE_BYTES = 16       # fp32 weight + gradient + Adam's two moments, per parameter
 # Megatron pads the vocabulary to a multiple of 128 x tp (make-vocab-size-divisible-by 128), so each shard is whole
 VOCAB_MULTIPLE = 128
-# Megatron's split of a block over tp GPUs, by module name (suffixes of Hugging Face's GPT-2 modules): a column-parallel
-# layer keeps 1/tp of its outputs, a row-parallel one 1/tp of its inputs (its output is then all-reduced).
+# Megatron's split of a block over tp GPUs, by module name (suffixes of Hugging Face's module names): a column-parallel
+# layer keeps 1/tp of its outputs (the q, k, v projections: 1/tp of the heads), a row-parallel one 1/tp of its inputs
+# (its output is then all-reduced); the token embedding and the LM head keep 1/tp of the padded vocabulary.
+_LLAMA_SPLITS = {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"),
+                 "row": ("self_attn.o_proj", "mlp.down_proj"), "embedding": "model.embed_tokens"}
 TP_SPLITS = {"gpt2": {"column": ("attn.c_attn", "mlp.c_fc"), "row": ("attn.c_proj", "mlp.c_proj"),
-                      "heads": "n_head", "embedding": "transformer.wte"}}
+                      "embedding": "transformer.wte"},
+             "opt": {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "fc1"),
+                     "row": ("self_attn.out_proj", "fc2"), "embedding": "model.decoder.embed_tokens"},
+             "llama": _LLAMA_SPLITS, "mistral": _LLAMA_SPLITS, "qwen2": _LLAMA_SPLITS}
+# Hugging Face ties the LM head to the token embedding unless the config says otherwise, for these (not Llama's family)
+TIED_BY_DEFAULT = ("gpt2", "opt", "bert")
 ALLREDUCES_PER_BLOCK = 2     # tp: per block and pass, after the attention and after the MLP
 
 
@@ -121,21 +130,32 @@ def _shard(model, cfg, tp: int) -> None:
     """Shard a built Hugging Face model in place as Megatron's tensor parallelism splits it over tp GPUs (TP_SPLITS)."""
     import torch
     split = TP_SPLITS[cfg.model_type]
+
+    def new(shape, like):
+        return torch.nn.Parameter(torch.empty(shape, device=like.device))
+
     for name, mod in model.named_modules():
         for side in ("column", "row"):
-            if name.endswith(split[side]):
-                w = mod.weight            # Conv1D: [in, out], y = x @ w + b
-                shape = (w.shape[0], w.shape[1] // tp) if side == "column" else (w.shape[0] // tp, w.shape[1])
-                mod.weight = torch.nn.Parameter(torch.empty(shape, device=w.device))
-                if side == "column":
-                    mod.bias = torch.nn.Parameter(torch.empty(shape[1], device=w.device))
-                    mod.nf = shape[1]
-        if hasattr(mod, "split_size"):    # GPT2Attention
-            mod.split_size //= tp          # q, k, v of this GPU's heads
+            if not name.endswith(split[side]):
+                continue
+            out_dim = 1 if isinstance(mod, torch.nn.Linear) else 0   # Linear: weight [out, in]; GPT-2's Conv1D: [in, out]
+            dim = out_dim if side == "row" else 1 - out_dim          # the dimension this GPU keeps 1/tp of
+            shape = list(mod.weight.shape)
+            shape[dim] //= tp
+            mod.weight = new(shape, mod.weight)
+            if side == "column" and mod.bias is not None:
+                mod.bias = new(shape[1 - out_dim], mod.bias)
+            if hasattr(mod, "nf"):         # Conv1D's output width
+                mod.nf = shape[1]
+        if hasattr(mod, "split_size"):     # GPT2Attention splits its fused q, k, v by width
+            mod.split_size //= tp
+        if hasattr(mod, "num_heads") and hasattr(mod, "q_proj"):   # OPTAttention reshapes by its head count
+            mod.num_heads //= tp
     emb = model.get_submodule(split["embedding"])
     vocab = padded_vocab(emb.weight.shape[0], tp) // tp
-    emb.weight = torch.nn.Parameter(torch.empty(vocab, emb.weight.shape[1], device=emb.weight.device))
-    model.lm_head.weight = emb.weight      # tied, as Hugging Face ties them
+    tied = model.lm_head.weight is emb.weight
+    emb.weight = new((vocab, emb.weight.shape[1]), emb.weight)
+    model.lm_head.weight = emb.weight if tied else new((vocab, model.lm_head.weight.shape[1]), model.lm_head.weight)
 
 
 def _code_hash() -> str:
@@ -150,9 +170,10 @@ def tp_capture(config_path, batch: int, seq: int, tp: int, mode: str = "training
     if cfg.model_type not in TP_SPLITS:
         raise DistributedError(f"{cfg.path}: tensor parallelism is split here for model_type "
                                f"{', '.join(sorted(TP_SPLITS))} (got {cfg.model_type!r})")
-    heads = cfg.raw[TP_SPLITS[cfg.model_type]["heads"]]
-    if heads % tp:
-        raise DistributedError(f"{cfg.path}: {heads} attention heads do not split over {tp} GPUs")
+    heads_field = graph.HEAD_FIELDS[cfg.model_type][1]
+    for field in (heads_field, "num_key_value_heads"):
+        if cfg.raw.get(field) and cfg.raw[field] % tp:
+            raise DistributedError(f"{cfg.path}: field '{field}' ({cfg.raw[field]}) does not split over {tp} GPUs")
     graph.check_args(cfg, batch, seq, mode)
     key = hashlib.sha256(f"{graph.cache_key(cfg, int(batch), int(seq), mode)}-{tp}-{_code_hash()}".encode()).hexdigest()
     cache = graph.GRAPH_CACHE / f"{cfg.name}-{mode}-{batch}-{seq}-tp{tp}-{key[:16]}.pkl"
@@ -229,8 +250,9 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
                             n, layers)
         per_stage = stages["fw_ms"] + stages["bw_ms"]
         compute = float(per_stage.sum() + (m - 1) * per_stage.max())
-        comm = (2 * (n - 1) * p2p_ms(FP32_BYTES * batch // m * seq * width, node)
-                + allreduce_ms(FP32_BYTES * vocab * width, 2, node))
+        tied = cfg.raw.get("tie_word_embeddings", cfg.model_type in TIED_BY_DEFAULT)
+        comm = (2 * (n - 1) * p2p_ms(FP32_BYTES * (batch // m) * seq * width, node)
+                + (allreduce_ms(FP32_BYTES * vocab * width, 2, node) if tied and n > 1 else 0.0))
         state = MODEL_STATE_BYTES * params / n
     return {"latency_ms": compute + comm, "compute_ms": compute, "communication_ms": comm,
             "model_state_gb": state / 1e9}
@@ -300,7 +322,7 @@ def main(argv=None) -> int:
     from .devices import DeviceError, load_device
     from .graph import GraphError
     p = Parser(prog="python -m lib.distributed", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, type=file_path, help="Hugging Face config.json (GPT-2 family for tp)")
+    p.add_argument("--model", required=True, type=file_path, help="Hugging Face config.json (tp: GPT-2, OPT or Llama family)")
     p.add_argument("--device", required=True, type=file_path, help="device spec JSON (dataset format)")
     p.add_argument("--batch", type=int, required=True, help="global batch: sequences per step over all GPUs")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence")

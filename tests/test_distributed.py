@@ -122,11 +122,33 @@ def test_tensor_parallel_shard_splits_heads_and_mlp_as_megatron():
     assert head["K"].tolist() == [d.padded_vocab(50257, 4) // 4]
 
 
+def _gemm_flops(t, phase):
+    g = _layer(t, phase, "linear")
+    return (g[["M", "N", "K"]].prod(axis=1) * g["count"]).sum()
+
+
+@pytest.mark.parametrize("config, width, inner", [(paths.MODEL_CONFIGS / "opt_13.json", 2048, 8192),
+                                                  (paths.MODELS_ADDED / "llama3_8b.json", 4096, 14336)])
+def test_tensor_parallel_shard_of_opt_and_llama(config, width, inner):
+    full, shard = capture(config, 1, 64, "training"), d.tp_capture(config, 1, 64, 4)
+    for phase in ("fw", "bw"):
+        assert _gemm_flops(shard, phase) == pytest.approx(_gemm_flops(full, phase) / 4)
+    fw = _layer(shard, "fw", "linear")
+    assert set(fw["N"]) == {width, width / 4, inner / 4}      # reduced over: the width, or a quarter of the heads / MLP
+    assert (_layer(shard, "fw", "softmax")["B"].to_numpy() * 4 == _layer(full, "fw", "softmax")["B"].to_numpy()).all()
+    head = shard[(shard["layer"] == "epilogue") & (shard["phase"] == "fw") & (shard["op"] == "linear")]
+    vocab = json.loads(config.read_text())["vocab_size"]
+    assert head["K"].tolist() == [d.padded_vocab(vocab, 4) // 4]
+
+
 def test_tensor_parallel_errors_name_the_config():
-    with pytest.raises(d.DistributedError, match="20 attention heads do not split over 3"):
+    with pytest.raises(d.DistributedError, match=r"field 'n_head' \(20\) does not split over 3"):
         d.tp_capture(GPT2, 1, 64, 3)
-    with pytest.raises(d.DistributedError, match="split here for model_type gpt2 \(got .opt.\)"):
-        d.tp_capture(paths.MODEL_CONFIGS / "opt_13.json", 1, 64, 2)
+    with pytest.raises(d.DistributedError, match=r"field 'num_key_value_heads' \(8\) does not split over 16"):
+        d.tp_capture(paths.MODELS_ADDED / "llama3_8b.json", 1, 64, 16)
+    with pytest.raises(d.DistributedError, match=r"split here for model_type gpt2, llama, mistral, opt, qwen2 "
+                                                 r"\(got 'bert'\)"):
+        d.tp_capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 64, 2)
 
 
 def test_pipeline_stages_by_hand():
