@@ -11,8 +11,8 @@ single-GPU predictors (lib.forecast), and the collectives by the link's bandwidt
   backward pass (no overlap):      t = T(B/n) + allreduce(4 P)
 - tp<n> (GPT-2, OPT and Llama-family configs): each GPU holds 1/n of the attention heads, of the MLP's inner width
   and of the (padded) vocabulary; its kernels are captured from a model sharded that way (`tp_capture`), and each
-  block all-reduces its [B, S, h]
-  activations twice forward and twice backward, the embedding and the LM head once each:
+  block all-reduces its [B, S, h] activations twice forward and twice backward, the embedding and the LM head once
+  each:
                                    t = T_shard(B) + 2 (2 L + 1) allreduce(4 B S h)
 - pp<n>_<m>: stage i of n runs L/n blocks (the first also the embedding, the last the final norm and LM head) on
   micro-batches of B/m sequences, with a GPipe / 1F1B schedule; each stage boundary sends the [B/m, S, h]
@@ -138,13 +138,14 @@ def _shard(model, cfg, tp: int) -> None:
         for side in ("column", "row"):
             if not name.endswith(split[side]):
                 continue
-            out_dim = 1 if isinstance(mod, torch.nn.Linear) else 0   # Linear: weight [out, in]; GPT-2's Conv1D: [in, out]
-            dim = out_dim if side == "row" else 1 - out_dim          # the dimension this GPU keeps 1/tp of
+            # the weight's input dimension: nn.Linear stores [out, in], GPT-2's Conv1D [in, out]
+            in_dim = 1 if isinstance(mod, torch.nn.Linear) else 0
+            dim = in_dim if side == "row" else 1 - in_dim            # the dimension this GPU keeps 1/tp of
             shape = list(mod.weight.shape)
             shape[dim] //= tp
             mod.weight = new(shape, mod.weight)
             if side == "column" and mod.bias is not None:
-                mod.bias = new(shape[1 - out_dim], mod.bias)
+                mod.bias = new(shape[1 - in_dim], mod.bias)
             if hasattr(mod, "nf"):         # Conv1D's output width
                 mod.nf = shape[1]
         if hasattr(mod, "split_size"):     # GPT2Attention splits its fused q, k, v by width
@@ -266,8 +267,7 @@ def paper_distributed_table(path: Path | None = None) -> pd.DataFrame:
         rows = list(pd.read_csv(path, header=None, dtype=str, keep_default_na=False).itertuples(index=False))
     except FileNotFoundError:
         raise DistributedError(f"{path}: paper table not found") from None
-    gpus = [g for g in rows[0]]
-    kinds = [k for k in rows[1]]
+    gpus, kinds = list(rows[0]), list(rows[1])     # a GPU header spans its layout columns
     out, model, batch = [], None, None
     for r in rows[2:]:
         model = r[0] or model
@@ -295,7 +295,6 @@ def paper_distributed_table(path: Path | None = None) -> pd.DataFrame:
 # The paper's distributed table names its GPUs "A100x4" and "H100x4"; these are the label folders they stand for (its
 # measured column equals these labels' e2e_latency, tests/test_distributed.py checks).
 PAPER_GPUS = {"A100x4": "NVIDIA_A100-SXM4-40GB", "H100x4": "NVIDIA_H100_80GB_HBM3"}
-LAYOUT_KINDS = {"dp": "data parallel", "tp": "tensor parallel", "pp": "pipeline parallel"}
 
 
 def evaluate_labels(labels: pd.DataFrame, *, cfg_by_class=None, micro_batches: int | None = None) -> pd.DataFrame:
@@ -322,7 +321,8 @@ def main(argv=None) -> int:
     from .devices import DeviceError, load_device
     from .graph import GraphError
     p = Parser(prog="python -m lib.distributed", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, type=file_path, help="Hugging Face config.json (tp: GPT-2, OPT or Llama family)")
+    p.add_argument("--model", required=True, type=file_path,
+                   help="Hugging Face config.json (tp: a GPT-2, OPT or Llama-family one)")
     p.add_argument("--device", required=True, type=file_path, help="device spec JSON (dataset format)")
     p.add_argument("--batch", type=int, required=True, help="global batch: sequences per step over all GPUs")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence")

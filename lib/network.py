@@ -39,14 +39,7 @@ class Link:
 def load_links(path=INTERCONNECT) -> pd.DataFrame:
     """The interconnect table (LINK_COLUMNS), each row checked; NetworkError names a bad one (notebook 07)."""
     path = Path(path)
-    try:
-        table = pd.read_csv(path)
-    except FileNotFoundError:
-        raise NetworkError(f"{path}: interconnect table not found") from None
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise NetworkError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
-    if missing := [c for c in LINK_COLUMNS if c not in table.columns]:
-        raise NetworkError(f"{path}: missing column(s) {', '.join(missing)}")
+    table = paths.read_table(path, "interconnect table", NetworkError, LINK_COLUMNS)
     for c in ("GBps_per_direction", "step_latency_us"):
         table[c] = pd.to_numeric(table[c], errors="coerce")
     bad = table.index[~(table["GBps_per_direction"] > 0) | ~(table["step_latency_us"] >= 0)

@@ -62,3 +62,19 @@ def write_atomic(path, write) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def read_table(path, what: str, error: type[Exception], columns=()):
+    """A CSV of data/ (board power, interconnect) as a DataFrame with `columns`; `error` names the file when it is
+    missing, unreadable or lacks a column (notebooks 04 and 07)."""
+    import pandas as pd   # here, not above: lib.notebook_deps imports this module with the system Python
+    path = Path(path)
+    try:
+        table = pd.read_csv(path)
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found") from None
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise error(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
+    if missing := [c for c in columns if c not in table.columns]:
+        raise error(f"{path}: missing column(s) {', '.join(missing)}")
+    return table

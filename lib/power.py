@@ -24,15 +24,7 @@ class PowerError(ValueError):
 def load_board_power(path: Path | str = BOARD_POWER) -> pd.Series:
     """Board power (W) per device name, from a CSV with device, board_power_w and source columns."""
     path = Path(path)
-    try:
-        table = pd.read_csv(path)
-    except FileNotFoundError:
-        raise PowerError(f"{path}: board-power table not found") from None
-    except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise PowerError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
-    missing = [c for c in ("device", "board_power_w", "source") if c not in table.columns]
-    if missing:
-        raise PowerError(f"{path}: missing column(s) {', '.join(missing)}")
+    table = paths.read_table(path, "board-power table", PowerError, ("device", "board_power_w", "source"))
     watts = pd.to_numeric(table["board_power_w"], errors="coerce")
     bad = table.index[~(watts > 0) | table["source"].isna() | table["device"].isna()]
     if len(bad):

@@ -1509,6 +1509,10 @@ def test_07_distributed_reading():
     says(NB07, f"With {s['labels'].min():.0f} to {s[s['group'] != 'all']['labels'].max():.0f} labels per group")
     e = table("07-distributed")
     assert (e.groupby("model").size().sort_values().tolist() == [2, 9])           # "one model but for two labels"
+    paper = e["paper_ms"] / e["measured_ms"]
+    assert (paper > 1).all()                                                       # "all too slow"
+    says(NB07, f"The paper's {len(e)} forecasts are all too slow** ({paper.min():.2f} to {paper.max():.2f} of the "
+               "measured step")
     h = e[e["device"] == H100]
     assert (h["latency_ms"] < h["measured_ms"]).all()                            # "too fast, every one of its 8 labels"
     says(NB07, f"every one of its {len(h)} labels** ({h100['forecast_over_measured_min']:.2f} to "
@@ -1516,6 +1520,12 @@ def test_07_distributed_reading():
     worst = h.sort_values("ape").iloc[-2:]
     assert set(worst["model"]) == {"gpt3_xl"}
     says(NB07, f"GPT3-XL: {worst.iloc[1]['ape']:.1f}% tensor parallel and {worst.iloc[0]['ape']:.1f}% pipeline parallel")
+    single = table("e2e_training").set_index(["device", "model", "batch"])
+    r = lambda m, b: single.loc[(H100, m, b), "neusight_ms"] / single.loc[(H100, m, b), "e2e_ms"]
+    says(NB07, f"(GPT2-Large at batch 4: {r('gpt2_large', 4):.2f} of the measured step; GPT3-XL at batch 1: "
+               f"{r('gpt3_xl', 1):.2f})")
+    a100_rows = e[e["device"] == "NVIDIA A100-SXM4-40GB"]
+    assert (a100_rows["latency_ms"] >= a100_rows["measured_ms"]).all()              # "at or just above it"
     says(NB07, f"The A100-SXM4-40GB's three are within {a100['forecast_over_measured_min']:.2f} to "
                f"{a100['forecast_over_measured_max']:.2f}")
     c = table("07-distributed-communication").merge(e[["device", "model", "batch", "label", "layout"]])
