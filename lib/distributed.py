@@ -3,7 +3,7 @@
     python -m lib.distributed --model MODEL_CONFIG.json --device DEVICE.json --batch B --seq S --layout dp4|tp4|pp4_1
         [--nodes N]
 
-prints {"latency_ms", "compute_ms", "communication_ms", "model_state_gb"}. A layout is the dataset's label option:
+prints {"latency_ms", "compute_ms", "communication_ms", "model_state_gb", "activation_gb", "memory_gb"}. A layout is the dataset's label option:
 dp<n>, tp<n> or pp<n>_<m> (n GPUs, m micro-batches); B is the global batch. Each GPU's kernels are forecast by the
 single-GPU predictors (lib.forecast), and the collectives by the link's bandwidth from data/devices/interconnect.csv
 (spec sheets, one source per row). The layouts follow Megatron-LM, which measured the labels (megatron_configs/):
@@ -21,7 +21,10 @@ single-GPU predictors (lib.forecast), and the collectives by the link's bandwidt
   with t_i = forward + backward of stage i on one micro-batch.
 The collectives' times come from lib.network (NCCL's ring; across servers, data parallel only, hierarchical).
 model_state_gb: fp32 weights, gradients and Adam's two moments, 16 bytes per parameter, divided by the GPUs that
-share them (tp, pp); activations are not counted.
+share them (tp, pp). activation_gb: the tensors autograd saves for the backward pass on one GPU, counted on the meta
+device (`activation_bytes`: its share of the batch, its shard, or for pp the busiest stage, which holds its L/n blocks
+and everything outside the blocks for min(m, n) micro-batches under 1F1B). memory_gb = model_state_gb +
+activation_gb, a lower bound of the peak (no workspace, no transient gradients).
 """
 from __future__ import annotations
 
@@ -196,6 +199,50 @@ def tp_capture(config_path, batch: int, seq: int, tp: int, mode: str = "training
     return df
 
 
+def _saved_bytes(cfg, batch: int, seq: int, depth: int, tp: int) -> int:
+    """Bytes of the distinct tensors autograd saves in one training forward of `depth` blocks (weights excluded)."""
+    import torch
+    from . import graph_capture
+    model = graph_capture.build_model(cfg, "training", (depth,), batch)
+    if tp > 1:
+        _shard(model, cfg, tp)
+    seen = {}
+
+    def pack(t):
+        storage = t.untyped_storage()      # views share one: counted once
+        seen[storage._cdata] = storage.nbytes()
+        return t
+
+    ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    # under the capture's dispatch mode, as lib.graph.capture runs it (Hugging Face's masks then skip data checks)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), graph_capture.as_measured(cfg.model_type), \
+            graph_capture.Recorder():
+        model(input_ids=ids, return_dict=True)
+    weights = {p.untyped_storage()._cdata for p in model.parameters()}
+    return sum(n for k, n in seen.items() if k not in weights)
+
+
+# Blocks repeat, so two short models give the rest: per block = saved(2) - saved(1), outside the blocks = saved(1) -
+# per block, and a model of L blocks saves  outside + L per block.
+def activation_bytes(config_path, batch: int, seq: int, tp: int = 1, use_cache: bool = True) -> dict:
+    """{"outside", "per_block"}: bytes autograd saves for backward outside the blocks and per block, on one GPU of a
+    tp-way shard (notebook 07); cached beside the graphs."""
+    from . import graph
+    cfg = graph.load_config(config_path)
+    _sizes(cfg)
+    graph.check_args(cfg, batch, seq, "training")
+    key = hashlib.sha256(f"{graph.cache_key(cfg, int(batch), int(seq), 'training')}-{tp}-{_code_hash()}".encode())
+    cache = graph.GRAPH_CACHE / f"{cfg.name}-saved-{batch}-{seq}-tp{tp}-{key.hexdigest()[:16]}.json"
+    if use_cache and cache.exists():
+        return json.loads(cache.read_text())
+    one, two = (_saved_bytes(cfg, int(batch), int(seq), d, tp) for d in (1, 2))
+    out = {"outside": 2 * one - two, "per_block": two - one}
+    if use_cache:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        paths.write_atomic(cache, lambda tmp: tmp.write_text(json.dumps(out)))
+    return out
+
+
 def _predicted(kernels: pd.DataFrame, device, cfg_by_class) -> pd.DataFrame:
     from .forecast import predict_table
     return predict_table(kernels, device, cfg_by_class=cfg_by_class)
@@ -230,6 +277,7 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
         raise DistributedError(f"batch {batch} does not split into {m} micro-batches")
     node = link_of(device.name, "node", links)
     params = parameter_count(config_path)
+    layers = sum(cfg.num_layers)
     if layout.kind == "dp":
         compute = summarize(_predicted(capture(config_path, batch // n, seq, "training"), device,
                                        cfg_by_class))["latency_ms"]
@@ -237,14 +285,16 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
         network = link_of(device.name, "network", links) if layout.nodes > 1 else node
         comm = hierarchical_allreduce_ms(FP32_BYTES * params, g, layout.nodes, node, network)
         state = MODEL_STATE_BYTES * params
+        saved = activation_bytes(config_path, batch // n, seq)
+        act = saved["outside"] + layers * saved["per_block"]
     elif layout.kind == "tp":
         table = _predicted(tp_capture(config_path, batch, seq, n), device, cfg_by_class)
         compute = summarize(table)["latency_ms"]
-        blocks = sum(cfg.num_layers)
-        comm = 2 * (ALLREDUCES_PER_BLOCK * blocks + 1) * allreduce_ms(FP32_BYTES * batch * seq * width, n, node)
+        comm = 2 * (ALLREDUCES_PER_BLOCK * layers + 1) * allreduce_ms(FP32_BYTES * batch * seq * width, n, node)
         state = MODEL_STATE_BYTES * params / n
+        saved = activation_bytes(config_path, batch, seq, tp=n)
+        act = saved["outside"] + layers * saved["per_block"]
     else:
-        layers = sum(cfg.num_layers)
         if len(cfg.num_layers) != 1 or layers % n:
             raise DistributedError(f"{cfg.path}: {layers} blocks do not split evenly into {n} pipeline stages")
         stages = _pp_stages(_predicted(capture(config_path, batch // m, seq, "training"), device, cfg_by_class),
@@ -255,8 +305,10 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
         comm = (2 * (n - 1) * p2p_ms(FP32_BYTES * (batch // m) * seq * width, node)
                 + (allreduce_ms(FP32_BYTES * vocab * width, 2, node) if tied and n > 1 else 0.0))
         state = MODEL_STATE_BYTES * params / n
+        saved = activation_bytes(config_path, batch // m, seq)
+        act = min(m, n) * (saved["outside"] + layers // n * saved["per_block"])
     return {"latency_ms": compute + comm, "compute_ms": compute, "communication_ms": comm,
-            "model_state_gb": state / 1e9}
+            "model_state_gb": state / 1e9, "activation_gb": act / 1e9, "memory_gb": (state + act) / 1e9}
 
 
 def paper_distributed_table(path: Path | None = None) -> pd.DataFrame:
@@ -312,7 +364,8 @@ def evaluate_labels(labels: pd.DataFrame, *, cfg_by_class=None, micro_batches: i
                             cfg_by_class=cfg_by_class)
         rows.append({"gpu": r.gpu, "device": r.device, "model": r.model, "batch": r.batch, "seq": r.seq,
                      "layout": layout.kind, "label": r.option, "micro_batches": layout.micro_batches,
-                     "measured_ms": r.e2e_ms, **f, "ape": 100 * abs(f["latency_ms"] - r.e2e_ms) / r.e2e_ms})
+                     "measured_ms": r.e2e_ms, **f, "ape": 100 * abs(f["latency_ms"] - r.e2e_ms) / r.e2e_ms,
+                     "mem_gb": device.mem_gb})
     return pd.DataFrame(rows)
 
 
@@ -340,8 +393,8 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from .caveats import extrapolation_note, spec_notes
-    state = (f"the model state alone (fp32 weights, gradients and Adam moments: {result['model_state_gb']:.1f} GB per "
-             f"GPU) exceeds the GPU's {device.mem_gb:g} GB") if result["model_state_gb"] > device.mem_gb else None
+    state = (f"the model state and saved activations ({result['model_state_gb']:.1f} + {result['activation_gb']:.1f} GB "
+             f"per GPU) exceed the GPU's {device.mem_gb:g} GB") if result["memory_gb"] > device.mem_gb else None
     for note in (extrapolation_note(device), *spec_notes(device), state):
         if note:
             print(f"warning: {note}", file=sys.stderr)

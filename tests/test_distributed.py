@@ -151,6 +151,25 @@ def test_tensor_parallel_errors_name_the_config():
         d.tp_capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 64, 2)
 
 
+def test_saved_activations_of_a_gpt2_block_by_hand():
+    # What autograd keeps of one GPT-2 block in fp32, per token (s b tokens), in units of h bytes: the inputs of both
+    # layer norms (4 each) and of the q/k/v projection (4), q, k and v (12, one tensor), the merged heads (4), the
+    # attention's and the MLP's output dropout masks (1 each, bool), the MLP's input (4), and five tensors of the
+    # MLP's width 4h along gelu_new (x, tanh, 0.5 x, 1 + tanh, its output: 5 x 16); plus each layer norm's mean and
+    # rstd (2 x 2 x 4 bytes per token). Per head and token pair: the softmax output (4), the dropout mask (1) and the
+    # dropped probabilities (4); the causal mask once (1 byte per token pair); and the scores' divisor, a 0-dim tensor.
+    h, a = 1280, 20
+    for batch, seq in ((1, 128), (2, 256)):
+        saved = d.activation_bytes(GPT2, batch, seq)
+        tokens = seq * batch
+        assert saved["per_block"] == (4 + 4 + 4 + 12 + 4 + 2 + 4 + 5 * 16) * h * tokens + 16 * tokens \
+            + (9 * a * batch + 1) * seq ** 2 + 4
+        assert 0 < saved["outside"] < saved["per_block"]
+    # a quarter of the heads and of the MLP per GPU under tp4; the layer norms' inputs and the masks stay whole
+    tp = d.activation_bytes(GPT2, 1, 128, tp=4)["per_block"]
+    assert tp == (4 + 4 + 4 + 12 / 4 + 4 / 4 + 2 + 4 + 5 * 16 / 4) * h * 128 + 16 * 128 + (9 * a / 4 + 1) * 128 ** 2 + 4
+
+
 def test_pipeline_stages_by_hand():
     table = pd.DataFrame({"layer": ["prologue", "prologue", "layer", "layer", "epilogue", "epilogue"],
                           "phase": ["fw", "bw", "fw", "bw", "fw", "bw"], "total_ms": [1.0, 2.0, 8.0, 16.0, 3.0, 4.0]})
@@ -171,6 +190,11 @@ def test_one_micro_batch_pipeline_computes_the_whole_model_once():
     assert dp["compute_ms"] == pytest.approx(forecast(GPT2, dev, 1, 128, "training")["latency_ms"])
     assert dp["communication_ms"] == pytest.approx(net.allreduce_ms(4 * 774_030_080, 4, net.link_of(dev.name)))
     assert dp["model_state_gb"] == pytest.approx(16 * 774_030_080 / 1e9)
+    saved = d.activation_bytes(GPT2, 1, 128)
+    assert dp["activation_gb"] == pytest.approx((saved["outside"] + 36 * saved["per_block"]) / 1e9)
+    assert dp["memory_gb"] == pytest.approx(dp["model_state_gb"] + dp["activation_gb"])
+    # the busiest pipeline stage: 9 blocks and everything outside them, for min(2, 4) micro-batches of 1
+    assert pp2["activation_gb"] == pytest.approx(2 * (saved["outside"] + 9 * saved["per_block"]) / 1e9)
 
 
 def test_forecast_layout_refuses_a_batch_that_does_not_split():
@@ -201,7 +225,7 @@ def test_cli_prints_the_forecast():
     r = _cli("--model", GPT2, "--device", H100, "--batch", 4, "--seq", 128, "--layout", "tp4")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert set(out) == {"latency_ms", "compute_ms", "communication_ms", "model_state_gb"}
+    assert set(out) == {"latency_ms", "compute_ms", "communication_ms", "model_state_gb", "activation_gb", "memory_gb"}
     assert out["latency_ms"] == pytest.approx(out["compute_ms"] + out["communication_ms"])
 
 
@@ -220,4 +244,5 @@ def test_cli_errors_are_one_line(args, message):
 def test_cli_warns_when_the_model_state_exceeds_memory():
     r = _cli("--model", paths.MODEL_CONFIGS / "gpt3_67.json", "--device", H100, "--batch", 4, "--seq", 128,
              "--layout", "dp4")
-    assert r.returncode == 0 and "warning: the model state alone" in r.stderr and "exceeds the GPU's 80 GB" in r.stderr
+    assert r.returncode == 0 and "warning: the model state and saved activations" in r.stderr
+    assert "exceed the GPU's 80 GB" in r.stderr

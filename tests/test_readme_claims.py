@@ -1069,3 +1069,9 @@ def test_distributed_as_the_readme_says():
     n = table("07-multinode")
     top = n[(n["servers"] == n["servers"].max()) & (n["device"] == "NVIDIA H100 80GB HBM3")].iloc[0]
     say(f"across 1 to {top['servers']} servers ({100 * top['efficiency']:.1f}% of the one-GPU speed on {top['gpus']} H100s)")
+    mem = table("07-distributed-memory")
+    assert (mem["memory_gb"] < mem["mem_gb"]).all()                             # "below the GPU's memory for every step"
+    lay = table("07-layouts")
+    xl = lay[(lay["device"] == "NVIDIA H100 80GB HBM3") & (lay["model"] == "gpt3_xl") & (lay["layout"] == "dp4")]
+    assert not xl["fits"].iloc[0] and not ((e["model"] == "gpt3_xl") & (e["layout"] == "dp")).any()
+    say("GPT3-XL data parallel would not fit an H100, and the dataset never measured it so")
