@@ -3,14 +3,15 @@
     python -m lib.distributed --model MODEL_CONFIG.json --device DEVICE.json --batch B --seq S --layout dp4|tp4|pp4_1
         [--nodes N]
 
-prints {"latency_ms", "compute_ms", "communication_ms", "model_state_gb", "activation_gb", "memory_gb"}. A layout is the dataset's label option:
-dp<n>, tp<n> or pp<n>_<m> (n GPUs, m micro-batches); B is the global batch. Each GPU's kernels are forecast by the
-single-GPU predictors (lib.forecast), and the collectives by the link's bandwidth from data/devices/interconnect.csv
-(spec sheets, one source per row). The layouts follow Megatron-LM, which measured the labels (megatron_configs/):
+prints {"latency_ms", "compute_ms", "communication_ms", "model_state_gb", "activation_gb", "memory_gb"}. A layout is
+the dataset's label option: dp<n>, tp<n> or pp<n>_<m> (n GPUs, m micro-batches); B is the global batch. Each GPU's
+kernels are forecast by the single-GPU predictors (lib.forecast), and the collectives by the link's bandwidth from
+data/devices/interconnect.csv (spec sheets, one source per row). The layouts follow Megatron-LM, which measured the
+labels (megatron_configs/):
 - dp<n>: each GPU trains B/n sequences, then the fp32 gradients (4 bytes per parameter) are all-reduced, after the
   backward pass (no overlap):      t = T(B/n) + allreduce(4 P)
 - tp<n> (GPT-2, OPT and Llama-family configs): each GPU holds 1/n of the attention heads, of the MLP's inner width
-  and of the (padded) vocabulary; its kernels are captured from a model sharded that way (`tp_capture`), and each
+  and of the (padded) vocabulary; its kernels are captured from a model sharded that way (lib.sharding), and each
   block all-reduces its [B, S, h] activations twice forward and twice backward, the embedding and the LM head once
   each:
                                    t = T_shard(B) + 2 (2 L + 1) allreduce(4 B S h)
@@ -22,41 +23,27 @@ single-GPU predictors (lib.forecast), and the collectives by the link's bandwidt
 The collectives' times come from lib.network (NCCL's ring; across servers, data parallel only, hierarchical).
 model_state_gb: fp32 weights, gradients and Adam's two moments, 16 bytes per parameter, divided by the GPUs that
 share them (tp, pp). activation_gb: the tensors autograd saves for the backward pass on one GPU, counted on the meta
-device (`activation_bytes`: its share of the batch, its shard, or for pp the busiest stage, which holds its L/n blocks
-and everything outside the blocks for min(m, n) micro-batches under 1F1B). memory_gb = model_state_gb +
+device (lib.sharding): its share of the batch, its shard, or for pp the busiest stage, which holds its L/n blocks and
+everything outside the blocks for min(m, n) micro-batches under 1F1B. memory_gb = model_state_gb +
 activation_gb, a lower bound of the peak (no workspace, no transient gradients).
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from unittest import mock
 
 import pandas as pd
 
 from . import paths
 from .network import INTERCONNECT, NetworkError, allreduce_ms, hierarchical_allreduce_ms, link_of, p2p_ms
+from .sharding import ShardError, activation_bytes, tp_capture
 
 LAYOUT = re.compile(r"^(?P<kind>dp|tp|pp)(?P<degree>[1-9]\d*)(?:_(?P<micro>[1-9]\d*))?$")
 FP32_BYTES = 4
 MODEL_STATE_BYTES = 16       # fp32 weight + gradient + Adam's two moments, per parameter
-# Megatron pads the vocabulary to a multiple of 128 x tp (make-vocab-size-divisible-by 128), so each shard is whole
-VOCAB_MULTIPLE = 128
-# Megatron's split of a block over tp GPUs, by module name (suffixes of Hugging Face's module names): a column-parallel
-# layer keeps 1/tp of its outputs (the q, k, v projections: 1/tp of the heads), a row-parallel one 1/tp of its inputs
-# (its output is then all-reduced); the token embedding and the LM head keep 1/tp of the padded vocabulary.
-_LLAMA_SPLITS = {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"),
-                 "row": ("self_attn.o_proj", "mlp.down_proj"), "embedding": "model.embed_tokens"}
-TP_SPLITS = {"gpt2": {"column": ("attn.c_attn", "mlp.c_fc"), "row": ("attn.c_proj", "mlp.c_proj"),
-                      "embedding": "transformer.wte"},
-             "opt": {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "fc1"),
-                     "row": ("self_attn.out_proj", "fc2"), "embedding": "model.decoder.embed_tokens"},
-             "llama": _LLAMA_SPLITS, "mistral": _LLAMA_SPLITS, "qwen2": _LLAMA_SPLITS}
 # Hugging Face ties the LM head to the token embedding unless the config says otherwise, for these (not Llama's family)
 TIED_BY_DEFAULT = ("gpt2", "opt", "bert")
 ALLREDUCES_PER_BLOCK = 2     # tp: per block and pass, after the attention and after the MLP
@@ -114,12 +101,6 @@ def megatron_layout(path) -> Layout:
     return Layout("tp", tp) if tp > 1 else Layout("pp", pp, micro) if pp > 1 else Layout("dp", dp)
 
 
-def padded_vocab(vocab: int, tp: int) -> int:
-    """Megatron's vocabulary, padded to a multiple of 128 x tp (notebook 07)."""
-    multiple = VOCAB_MULTIPLE * tp
-    return math.ceil(vocab / multiple) * multiple
-
-
 def _sizes(cfg) -> tuple[int, int]:
     """(hidden width, vocabulary) of a model config."""
     from .graph import HEAD_FIELDS
@@ -127,120 +108,6 @@ def _sizes(cfg) -> tuple[int, int]:
         raise DistributedError(f"{cfg.path}: model_type {cfg.model_type!r}: distributed forecasts take one stack of "
                                f"blocks ({', '.join(sorted(HEAD_FIELDS))})")
     return int(cfg.raw[HEAD_FIELDS[cfg.model_type][0]]), int(cfg.raw["vocab_size"])
-
-
-def _shard(model, cfg, tp: int) -> None:
-    """Shard a built Hugging Face model in place as Megatron's tensor parallelism splits it over tp GPUs (TP_SPLITS)."""
-    import torch
-    split = TP_SPLITS[cfg.model_type]
-
-    def new(shape, like):
-        return torch.nn.Parameter(torch.empty(shape, device=like.device))
-
-    for name, mod in model.named_modules():
-        for side in ("column", "row"):
-            if not name.endswith(split[side]):
-                continue
-            # the weight's input dimension: nn.Linear stores [out, in], GPT-2's Conv1D [in, out]
-            in_dim = 1 if isinstance(mod, torch.nn.Linear) else 0
-            dim = in_dim if side == "row" else 1 - in_dim            # the dimension this GPU keeps 1/tp of
-            shape = list(mod.weight.shape)
-            shape[dim] //= tp
-            mod.weight = new(shape, mod.weight)
-            if side == "column" and mod.bias is not None:
-                mod.bias = new(shape[1 - in_dim], mod.bias)
-            if hasattr(mod, "nf"):         # Conv1D's output width
-                mod.nf = shape[1]
-        if hasattr(mod, "split_size"):     # GPT2Attention splits its fused q, k, v by width
-            mod.split_size //= tp
-        if hasattr(mod, "num_heads") and hasattr(mod, "q_proj"):   # OPTAttention reshapes by its head count
-            mod.num_heads //= tp
-    emb = model.get_submodule(split["embedding"])
-    vocab = padded_vocab(emb.weight.shape[0], tp) // tp
-    tied = model.lm_head.weight is emb.weight
-    emb.weight = new((vocab, emb.weight.shape[1]), emb.weight)
-    model.lm_head.weight = emb.weight if tied else new((vocab, model.lm_head.weight.shape[1]), model.lm_head.weight)
-
-
-def _code_hash() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-
-
-def tp_capture(config_path, batch: int, seq: int, tp: int, mode: str = "training", use_cache: bool = True):
-    """Kernel table of ONE GPU of a tp-way tensor-parallel model: lib.graph.capture of the sharded model, cached
-    (notebook 07)."""
-    from . import graph
-    cfg = graph.load_config(config_path)
-    if cfg.model_type not in TP_SPLITS:
-        raise DistributedError(f"{cfg.path}: tensor parallelism is split here for model_type "
-                               f"{', '.join(sorted(TP_SPLITS))} (got {cfg.model_type!r})")
-    heads_field = graph.HEAD_FIELDS[cfg.model_type][1]
-    for field in (heads_field, "num_key_value_heads"):
-        if cfg.raw.get(field) and cfg.raw[field] % tp:
-            raise DistributedError(f"{cfg.path}: field '{field}' ({cfg.raw[field]}) does not split over {tp} GPUs")
-    graph.check_args(cfg, batch, seq, mode)
-    key = hashlib.sha256(f"{graph.cache_key(cfg, int(batch), int(seq), mode)}-{tp}-{_code_hash()}".encode()).hexdigest()
-    cache = graph.GRAPH_CACHE / f"{cfg.name}-{mode}-{batch}-{seq}-tp{tp}-{key[:16]}.pkl"
-    if use_cache and cache.exists():
-        return pd.read_pickle(cache)
-    from . import graph_capture
-
-    def sharded(cfg_, mode_, depths, batch_, device="meta"):
-        model = build(cfg_, mode_, depths, batch_, device)
-        _shard(model, cfg_, tp)
-        return model
-
-    build = graph_capture.build_model
-    with mock.patch.object(graph_capture, "build_model", sharded):
-        df = graph.capture(config_path, batch, seq, mode, use_cache=False)
-    if use_cache:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        paths.write_atomic(cache, df.to_pickle)
-    return df
-
-
-def _saved_bytes(cfg, batch: int, seq: int, depth: int, tp: int) -> int:
-    """Bytes of the distinct tensors autograd saves in one training forward of `depth` blocks (weights excluded)."""
-    import torch
-    from . import graph_capture
-    model = graph_capture.build_model(cfg, "training", (depth,), batch)
-    if tp > 1:
-        _shard(model, cfg, tp)
-    seen = {}
-
-    def pack(t):
-        storage = t.untyped_storage()      # views share one: counted once
-        seen[storage._cdata] = storage.nbytes()
-        return t
-
-    ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
-    # under the capture's dispatch mode, as lib.graph.capture runs it (Hugging Face's masks then skip data checks)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), graph_capture.as_measured(cfg.model_type), \
-            graph_capture.Recorder():
-        model(input_ids=ids, return_dict=True)
-    weights = {p.untyped_storage()._cdata for p in model.parameters()}
-    return sum(n for k, n in seen.items() if k not in weights)
-
-
-# Blocks repeat, so two short models give the rest: per block = saved(2) - saved(1), outside the blocks = saved(1) -
-# per block, and a model of L blocks saves  outside + L per block.
-def activation_bytes(config_path, batch: int, seq: int, tp: int = 1, use_cache: bool = True) -> dict:
-    """{"outside", "per_block"}: bytes autograd saves for backward outside the blocks and per block, on one GPU of a
-    tp-way shard (notebook 07); cached beside the graphs."""
-    from . import graph
-    cfg = graph.load_config(config_path)
-    _sizes(cfg)
-    graph.check_args(cfg, batch, seq, "training")
-    key = hashlib.sha256(f"{graph.cache_key(cfg, int(batch), int(seq), 'training')}-{tp}-{_code_hash()}".encode())
-    cache = graph.GRAPH_CACHE / f"{cfg.name}-saved-{batch}-{seq}-tp{tp}-{key.hexdigest()[:16]}.json"
-    if use_cache and cache.exists():
-        return json.loads(cache.read_text())
-    one, two = (_saved_bytes(cfg, int(batch), int(seq), d, tp) for d in (1, 2))
-    out = {"outside": 2 * one - two, "per_block": two - one}
-    if use_cache:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        paths.write_atomic(cache, lambda tmp: tmp.write_text(json.dumps(out)))
-    return out
 
 
 def _predicted(kernels: pd.DataFrame, device, cfg_by_class) -> pd.DataFrame:
@@ -264,8 +131,8 @@ def _pp_stages(table: pd.DataFrame, stages: int, layers: int) -> pd.DataFrame:
 
 def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *, cfg_by_class=None,
                     links=INTERCONNECT) -> dict:
-    """One training step of `layout` on `device` GPUs: latency_ms = compute_ms + communication_ms, and the model
-    state per GPU (module docstring) (notebook 07)."""
+    """One training step of `layout` on `device` GPUs: latency_ms = compute_ms + communication_ms, and the memory
+    per GPU (module docstring) (notebook 07)."""
     from .forecast import summarize
     from .graph import capture, load_config, parameter_count
     cfg = load_config(config_path)
@@ -389,12 +256,13 @@ def main(argv=None) -> int:
         device = load_device(args.device)
         result = forecast_layout(args.model, device, args.batch, args.seq, parse_layout(args.layout, args.nodes),
                                  cfg_by_class=vendor_models(device, "neusight"))
-    except (DistributedError, NetworkError, DeviceError, GraphError, ValueError) as e:
+    except (DistributedError, NetworkError, ShardError, DeviceError, GraphError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     from .caveats import extrapolation_note, spec_notes
-    state = (f"the model state and saved activations ({result['model_state_gb']:.1f} + {result['activation_gb']:.1f} GB "
-             f"per GPU) exceed the GPU's {device.mem_gb:g} GB") if result["memory_gb"] > device.mem_gb else None
+    state = (f"the model state and saved activations ({result['model_state_gb']:.1f} + "
+             f"{result['activation_gb']:.1f} GB per GPU) exceed the GPU's {device.mem_gb:g} GB"
+             ) if result["memory_gb"] > device.mem_gb else None
     for note in (extrapolation_note(device), *spec_notes(device), state):
         if note:
             print(f"warning: {note}", file=sys.stderr)

@@ -9,6 +9,7 @@ import pytest
 
 from lib import distributed as d
 from lib import network as net
+from lib import sharding
 from lib import paths
 from lib.devices import device_by_name
 from lib.forecast import forecast
@@ -40,9 +41,9 @@ def test_p2p_by_hand():
 
 
 def test_megatron_pads_the_vocabulary_to_128_times_tp():
-    assert d.padded_vocab(50257, 1) == 50304     # GPT-2's padded vocabulary in Megatron-LM
-    assert d.padded_vocab(50257, 4) == 50688     # 99 x 512
-    assert d.padded_vocab(512, 4) == 512
+    assert sharding.padded_vocab(50257, 1) == 50304     # GPT-2's padded vocabulary in Megatron-LM
+    assert sharding.padded_vocab(50257, 4) == 50688     # 99 x 512
+    assert sharding.padded_vocab(512, 4) == 512
 
 
 @pytest.mark.parametrize("option, nodes, layout", [
@@ -104,7 +105,7 @@ def _layer(t, phase, op):
 
 
 def test_tensor_parallel_shard_splits_heads_and_mlp_as_megatron():
-    full, shard = capture(GPT2, 1, 64, "training"), d.tp_capture(GPT2, 1, 64, 4)
+    full, shard = capture(GPT2, 1, 64, "training"), sharding.tp_capture(GPT2, 1, 64, 4)
     # forward GEMMs of a block: qkv [h -> 3h/4], out-proj [h/4 -> h], fc1 [h -> 4h/4], fc2 [4h/4 -> h] (N in, K out)
     fw = _layer(shard, "fw", "linear")[["M", "N", "K"]].to_numpy().tolist()
     assert fw == [[64, 1280, 960], [64, 320, 1280], [64, 1280, 1280], [64, 1280, 1280]]
@@ -119,7 +120,7 @@ def test_tensor_parallel_shard_splits_heads_and_mlp_as_megatron():
     # layer norms stay whole, and the LM head covers a quarter of the padded vocabulary
     assert _layer(shard, "fw", "ln")[["B", "H"]].equals(_layer(full, "fw", "ln")[["B", "H"]])
     head = shard[(shard["layer"] == "epilogue") & (shard["phase"] == "fw") & (shard["op"] == "linear")]
-    assert head["K"].tolist() == [d.padded_vocab(50257, 4) // 4]
+    assert head["K"].tolist() == [sharding.padded_vocab(50257, 4) // 4]
 
 
 def _gemm_flops(t, phase):
@@ -130,7 +131,7 @@ def _gemm_flops(t, phase):
 @pytest.mark.parametrize("config, width, inner", [(paths.MODEL_CONFIGS / "opt_13.json", 2048, 8192),
                                                   (paths.MODELS_ADDED / "llama3_8b.json", 4096, 14336)])
 def test_tensor_parallel_shard_of_opt_and_llama(config, width, inner):
-    full, shard = capture(config, 1, 64, "training"), d.tp_capture(config, 1, 64, 4)
+    full, shard = capture(config, 1, 64, "training"), sharding.tp_capture(config, 1, 64, 4)
     for phase in ("fw", "bw"):
         assert _gemm_flops(shard, phase) == pytest.approx(_gemm_flops(full, phase) / 4)
     fw = _layer(shard, "fw", "linear")
@@ -138,17 +139,17 @@ def test_tensor_parallel_shard_of_opt_and_llama(config, width, inner):
     assert (_layer(shard, "fw", "softmax")["B"].to_numpy() * 4 == _layer(full, "fw", "softmax")["B"].to_numpy()).all()
     head = shard[(shard["layer"] == "epilogue") & (shard["phase"] == "fw") & (shard["op"] == "linear")]
     vocab = json.loads(config.read_text())["vocab_size"]
-    assert head["K"].tolist() == [d.padded_vocab(vocab, 4) // 4]
+    assert head["K"].tolist() == [sharding.padded_vocab(vocab, 4) // 4]
 
 
 def test_tensor_parallel_errors_name_the_config():
-    with pytest.raises(d.DistributedError, match=r"field 'n_head' \(20\) does not split over 3"):
-        d.tp_capture(GPT2, 1, 64, 3)
-    with pytest.raises(d.DistributedError, match=r"field 'num_key_value_heads' \(8\) does not split over 16"):
-        d.tp_capture(paths.MODELS_ADDED / "llama3_8b.json", 1, 64, 16)
-    with pytest.raises(d.DistributedError, match=r"split here for model_type gpt2, llama, mistral, opt, qwen2 "
+    with pytest.raises(sharding.ShardError, match=r"field 'n_head' \(20\) does not split over 3"):
+        sharding.tp_capture(GPT2, 1, 64, 3)
+    with pytest.raises(sharding.ShardError, match=r"field 'num_key_value_heads' \(8\) does not split over 16"):
+        sharding.tp_capture(paths.MODELS_ADDED / "llama3_8b.json", 1, 64, 16)
+    with pytest.raises(sharding.ShardError, match=r"split here for model_type gpt2, llama, mistral, opt, qwen2 "
                                                  r"\(got 'bert'\)"):
-        d.tp_capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 64, 2)
+        sharding.tp_capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 64, 2)
 
 
 def test_saved_activations_of_a_gpt2_block_by_hand():
@@ -160,13 +161,13 @@ def test_saved_activations_of_a_gpt2_block_by_hand():
     # dropped probabilities (4); the causal mask once (1 byte per token pair); and the scores' divisor, a 0-dim tensor.
     h, a = 1280, 20
     for batch, seq in ((1, 128), (2, 256)):
-        saved = d.activation_bytes(GPT2, batch, seq)
+        saved = sharding.activation_bytes(GPT2, batch, seq)
         tokens = seq * batch
         assert saved["per_block"] == (4 + 4 + 4 + 12 + 4 + 2 + 4 + 5 * 16) * h * tokens + 16 * tokens \
             + (9 * a * batch + 1) * seq ** 2 + 4
         assert 0 < saved["outside"] < saved["per_block"]
     # a quarter of the heads and of the MLP per GPU under tp4; the layer norms' inputs and the masks stay whole
-    tp = d.activation_bytes(GPT2, 1, 128, tp=4)["per_block"]
+    tp = sharding.activation_bytes(GPT2, 1, 128, tp=4)["per_block"]
     assert tp == (4 + 4 + 4 + 12 / 4 + 4 / 4 + 2 + 4 + 5 * 16 / 4) * h * 128 + 16 * 128 + (9 * a / 4 + 1) * 128 ** 2 + 4
 
 
@@ -190,7 +191,7 @@ def test_one_micro_batch_pipeline_computes_the_whole_model_once():
     assert dp["compute_ms"] == pytest.approx(forecast(GPT2, dev, 1, 128, "training")["latency_ms"])
     assert dp["communication_ms"] == pytest.approx(net.allreduce_ms(4 * 774_030_080, 4, net.link_of(dev.name)))
     assert dp["model_state_gb"] == pytest.approx(16 * 774_030_080 / 1e9)
-    saved = d.activation_bytes(GPT2, 1, 128)
+    saved = sharding.activation_bytes(GPT2, 1, 128)
     assert dp["activation_gb"] == pytest.approx((saved["outside"] + 36 * saved["per_block"]) / 1e9)
     assert dp["memory_gb"] == pytest.approx(dp["model_state_gb"] + dp["activation_gb"])
     # the busiest pipeline stage: 9 blocks and everything outside them, for min(2, 4) micro-batches of 1

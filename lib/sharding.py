@@ -1,0 +1,160 @@
+"""What one GPU of a model split over several runs and holds: the kernels of a tensor-parallel shard, as Megatron-LM
+splits the model, and the activations autograd saves for the backward pass (notebook 07).
+
+A tp-way shard keeps 1/tp of the attention heads, of the MLP's inner width and of the padded vocabulary (TP_SPLITS);
+its kernel table is lib.graph.capture of the model so sharded on the meta device (`tp_capture`). The saved
+activations are the distinct tensors autograd keeps for backward in one training forward, weights excluded, counted
+on the meta device for 1 and 2 blocks (`activation_bytes`); both are cached beside the graphs.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from unittest import mock
+
+import pandas as pd
+
+from . import paths
+
+
+class ShardError(ValueError):
+    """A model or split this module cannot take; the message names the config file and field."""
+
+
+# Megatron pads the vocabulary to a multiple of 128 x tp (make-vocab-size-divisible-by 128), so each shard is whole
+VOCAB_MULTIPLE = 128
+# Megatron's split of a block over tp GPUs, by module name (suffixes of Hugging Face's module names): a column-parallel
+# layer keeps 1/tp of its outputs (the q, k, v projections: 1/tp of the heads), a row-parallel one 1/tp of its inputs
+# (its output is then all-reduced); the token embedding and the LM head keep 1/tp of the padded vocabulary.
+_LLAMA_SPLITS = {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"),
+                 "row": ("self_attn.o_proj", "mlp.down_proj"), "embedding": "model.embed_tokens"}
+TP_SPLITS = {"gpt2": {"column": ("attn.c_attn", "mlp.c_fc"), "row": ("attn.c_proj", "mlp.c_proj"),
+                      "embedding": "transformer.wte"},
+             "opt": {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "fc1"),
+                     "row": ("self_attn.out_proj", "fc2"), "embedding": "model.decoder.embed_tokens"},
+             "llama": _LLAMA_SPLITS, "mistral": _LLAMA_SPLITS, "qwen2": _LLAMA_SPLITS}
+
+
+def padded_vocab(vocab: int, tp: int) -> int:
+    """Megatron's vocabulary, padded to a multiple of 128 x tp (notebook 07)."""
+    multiple = VOCAB_MULTIPLE * tp
+    return math.ceil(vocab / multiple) * multiple
+
+
+def shard(model, cfg, tp: int) -> None:
+    """Shard a built Hugging Face model in place as Megatron's tensor parallelism splits it over tp GPUs (TP_SPLITS)."""
+    import torch
+    split = TP_SPLITS[cfg.model_type]
+
+    def new(shape, like):
+        return torch.nn.Parameter(torch.empty(shape, device=like.device))
+
+    for name, mod in model.named_modules():
+        for side in ("column", "row"):
+            if not name.endswith(split[side]):
+                continue
+            # the weight's input dimension: nn.Linear stores [out, in], GPT-2's Conv1D [in, out]
+            in_dim = 1 if isinstance(mod, torch.nn.Linear) else 0
+            dim = in_dim if side == "row" else 1 - in_dim            # the dimension this GPU keeps 1/tp of
+            shape = list(mod.weight.shape)
+            shape[dim] //= tp
+            mod.weight = new(shape, mod.weight)
+            if side == "column" and mod.bias is not None:
+                mod.bias = new(shape[1 - in_dim], mod.bias)
+            if hasattr(mod, "nf"):         # Conv1D's output width
+                mod.nf = shape[1]
+        if hasattr(mod, "split_size"):     # GPT2Attention splits its fused q, k, v by width
+            mod.split_size //= tp
+        if hasattr(mod, "num_heads") and hasattr(mod, "q_proj"):   # OPTAttention reshapes by its head count
+            mod.num_heads //= tp
+    emb = model.get_submodule(split["embedding"])
+    vocab = padded_vocab(emb.weight.shape[0], tp) // tp
+    tied = model.lm_head.weight is emb.weight
+    emb.weight = new((vocab, emb.weight.shape[1]), emb.weight)
+    model.lm_head.weight = emb.weight if tied else new((vocab, model.lm_head.weight.shape[1]), model.lm_head.weight)
+
+
+def _code_hash() -> str:
+    """Hash of this module's source: the shard and the counting decide every cached table here."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+def tp_capture(config_path, batch: int, seq: int, tp: int, mode: str = "training", use_cache: bool = True):
+    """Kernel table of ONE GPU of a tp-way tensor-parallel model: lib.graph.capture of the sharded model, cached
+    (notebook 07)."""
+    from . import graph
+    cfg = graph.load_config(config_path)
+    if cfg.model_type not in TP_SPLITS:
+        raise ShardError(f"{cfg.path}: tensor parallelism is split here for model_type "
+                               f"{', '.join(sorted(TP_SPLITS))} (got {cfg.model_type!r})")
+    heads_field = graph.HEAD_FIELDS[cfg.model_type][1]
+    for field in (heads_field, "num_key_value_heads"):
+        if cfg.raw.get(field) and cfg.raw[field] % tp:
+            raise ShardError(f"{cfg.path}: field '{field}' ({cfg.raw[field]}) does not split over {tp} GPUs")
+    graph.check_args(cfg, batch, seq, mode)
+    key = hashlib.sha256(f"{graph.cache_key(cfg, int(batch), int(seq), mode)}-{tp}-{_code_hash()}".encode()).hexdigest()
+    cache = graph.GRAPH_CACHE / f"{cfg.name}-{mode}-{batch}-{seq}-tp{tp}-{key[:16]}.pkl"
+    if use_cache and cache.exists():
+        return pd.read_pickle(cache)
+    from . import graph_capture
+
+    def sharded(cfg_, mode_, depths, batch_, device="meta"):
+        model = build(cfg_, mode_, depths, batch_, device)
+        shard(model, cfg_, tp)
+        return model
+
+    build = graph_capture.build_model
+    with mock.patch.object(graph_capture, "build_model", sharded):
+        df = graph.capture(config_path, batch, seq, mode, use_cache=False)
+    if use_cache:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        paths.write_atomic(cache, df.to_pickle)
+    return df
+
+
+def _saved_bytes(cfg, batch: int, seq: int, depth: int, tp: int) -> int:
+    """Bytes of the distinct tensors autograd saves in one training forward of `depth` blocks (weights excluded)."""
+    import torch
+    from . import graph_capture
+    model = graph_capture.build_model(cfg, "training", (depth,), batch)
+    if tp > 1:
+        shard(model, cfg, tp)
+    seen = {}
+
+    def pack(t):
+        storage = t.untyped_storage()      # views share one: counted once
+        seen[storage._cdata] = storage.nbytes()
+        return t
+
+    ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    # under the capture's dispatch mode, as lib.graph.capture runs it (Hugging Face's masks then skip data checks)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), graph_capture.as_measured(cfg.model_type), \
+            graph_capture.Recorder():
+        model(input_ids=ids, return_dict=True)
+    weights = {p.untyped_storage()._cdata for p in model.parameters()}
+    return sum(n for k, n in seen.items() if k not in weights)
+
+
+# Blocks repeat, so two short models give the rest: per block = saved(2) - saved(1), outside the blocks = saved(1) -
+# per block, and a model of L blocks saves  outside + L per block.
+def activation_bytes(config_path, batch: int, seq: int, tp: int = 1, use_cache: bool = True) -> dict:
+    """{"outside", "per_block"}: bytes autograd saves for backward outside the blocks and per block, on one GPU of a
+    tp-way shard (notebook 07); cached beside the graphs."""
+    from . import graph
+    cfg = graph.load_config(config_path)
+    if cfg.model_type not in graph.HEAD_FIELDS:
+        raise ShardError(f"{cfg.path}: model_type {cfg.model_type!r}: activations are counted for models of one stack "
+                         f"of blocks ({', '.join(sorted(graph.HEAD_FIELDS))})")
+    graph.check_args(cfg, batch, seq, "training")
+    key = hashlib.sha256(f"{graph.cache_key(cfg, int(batch), int(seq), 'training')}-{tp}-{_code_hash()}".encode())
+    cache = graph.GRAPH_CACHE / f"{cfg.name}-saved-{batch}-{seq}-tp{tp}-{key.hexdigest()[:16]}.json"
+    if use_cache and cache.exists():
+        return json.loads(cache.read_text())
+    one, two = (_saved_bytes(cfg, int(batch), int(seq), d, tp) for d in (1, 2))
+    out = {"outside": 2 * one - two, "per_block": two - one}
+    if use_cache:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        paths.write_atomic(cache, lambda tmp: tmp.write_text(json.dumps(out)))
+    return out
