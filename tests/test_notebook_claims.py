@@ -1572,9 +1572,11 @@ def test_07_distributed_reading():
     assert g2["NVIDIA H200"] > g2[H100]
     says(NB07, f"({g2['NVIDIA H200']:.0f} against {g2[H100]:.0f} ms)")
     n = table("07-multinode")
+    assert n["fits"].all() and n["memory_gb"].nunique() == 1                     # "which every GPU here holds"
     top = n[n["servers"] == n["servers"].max()].set_index("device")
-    says(NB07, f"keeps {100 * top.loc['NVIDIA A100-SXM4-40GB', 'efficiency']:.1f}% of its one-GPU speed on "
-               f"{top['gpus'].iloc[0]} A100-SXM4-40GB and {100 * top.loc[H100, 'efficiency']:.1f}% on {top['gpus'].iloc[0]} "
-               f"H100s ({100 * top.loc['NVIDIA H200', 'efficiency']:.1f}% on H200s)")
+    says(NB07, f"({n['memory_gb'].iloc[0]:.1f} GB per GPU, which every GPU here holds) keeps "
+               f"{100 * top.loc['NVIDIA A100-SXM4-40GB', 'efficiency']:.1f}% of its one-GPU speed on {top['gpus'].iloc[0]} "
+               f"A100-SXM4-40GB and {100 * top.loc[H100, 'efficiency']:.1f}% on {top['gpus'].iloc[0]} H100s "
+               f"({100 * top.loc['NVIDIA H200', 'efficiency']:.1f}% on H200s)")
     says(NB07, f"{top.loc[H100, 'communication_ms']:.1f} ms of a {top.loc[H100, 'latency_ms']:.0f} ms step on "
                f"{top['servers'].iloc[0]} H100 servers")

@@ -1068,7 +1068,9 @@ def test_distributed_as_the_readme_says():
         f"{e['device'].nunique()} GPUs")
     n = table("07-multinode")
     top = n[(n["servers"] == n["servers"].max()) & (n["device"] == "NVIDIA H100 80GB HBM3")].iloc[0]
-    say(f"across 1 to {top['servers']} servers ({100 * top['efficiency']:.1f}% of the one-GPU speed on {top['gpus']} H100s)")
+    say(f"data parallel GPT2-Large across 1 to {top['servers']} servers ({100 * top['efficiency']:.1f}% of the one-GPU "
+        f"speed on {top['gpus']} H100s)")
+    assert (n["model"] == "gpt2_large").all()
     mem = table("07-distributed-memory")
     assert (mem["memory_gb"] < mem["mem_gb"]).all()                             # "below the GPU's memory for every step"
     lay = table("07-layouts")
