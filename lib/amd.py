@@ -7,7 +7,9 @@ Each class's model takes the config of NVIDIA's unseen-GPU default (lib.selectio
 NVIDIA training GPUs, so nothing here is tuned on AMD data. It leaves out amendments 5 and 6 (memory hold, spec
 envelope), which read the NVIDIA training GPUs. The MLPs are fitted by the function that fits the NVIDIA models
 (lib.predictors._fit_state), fed the AMD rows featured the same way: GEMM tiles from the Tensile kernel names,
-vector ops by PyTorch's CUDA launch rules (lib.tiles), which ROCm's kernels need not follow.
+vector ops by PyTorch's CUDA launch rules (lib.tiles), which ROCm's kernels need not follow. Each model takes as
+many optimizer steps as its config takes on NVIDIA's table (amendment A1, steps_matched): the AMD tables are smaller.
+Spec-only GEMM tiles come from a classifier of the variant's own rows (amendment A2, AMD_SPEC_TILES, amd_tile_forest).
 Variants, by the rows a model learns from:
     'all'       every row of both GPUs: the models that forecast (the MI250, and any AMD device JSON)
     'shapes'    both GPUs without a seeded share of the shapes (HELD_OUT_SHAPE_SHARE), scored on those
@@ -15,6 +17,9 @@ Variants, by the rows a model learns from:
 """
 from __future__ import annotations
 
+import functools
+import math
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -32,12 +37,17 @@ from .predictor_config import make_config
 from .predictors import (CODE, TABLE_CODE, NeuSightPredictor, PredictorError, _code_text, _own_code, ensemble,
                          ensemble_members, from_state, shape_groups)
 from .selection import DEFAULT_CONFIGS
+from .tile_choice import fit_tile_classifier
 from .tiles import GEMM_TILE_CANDIDATES_AMD
 from .utilization import input_names
 
 # NVIDIA's unseen-GPU configs without the two amendments that read NVIDIA's training GPUs
 NVIDIA_ONLY_KEYS = ("hold_mem", "envelope")
 AMD_CONFIGS = {c: {k: v for k, v in cfg.items() if k not in NVIDIA_ONLY_KEYS} for c, cfg in DEFAULT_CONFIGS.items()}
+# Amendment A2: what tiles='spec' means for the AMD GEMM models, chosen in notebook 06 on held-out shapes (in
+# distribution) between autotune and a classifier of the variant's own rows (spec_tile_choice; tests hold it there)
+AMD_SPEC_TILES = "classifier"
+GEMM_CLASSES = ("BMM", "FC")
 HELD_OUT_SHAPE_SHARE = 0.2   # 'shapes': the share of each class's distinct shapes left out of training
 SPLIT_SEED = 0
 VARIANTS = ("all", "shapes", *TRAIN_GPUS_AMD)
@@ -84,22 +94,63 @@ def _rows_for_fit(op_class: str, variant: str):
     return table
 
 
-def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None) -> NeuSightPredictor:
-    """The AMD model of one class and variant (cfg: a predictor config, default AMD_CONFIGS), trained or loaded from
-    figures/predictors/ or build/predictors/ (lib.train.cached) (notebook 06)."""
+# Amendment A1 (notebook 06; made after the AMD numbers had been seen, decided before its effect was computed): the
+# AMD tables hold 2.4 to 19 times fewer rows per class than NVIDIA's training table (lib.predictors.training_table), so
+# NVIDIA's epochs are far fewer optimizer steps here: the softmax default's 8 epochs are 80 steps on NVIDIA's 9,465
+# rows and 32 on the MI100's and MI210's 3,830. A model takes the steps its config takes on NVIDIA's table, on a
+# cosine schedule stretched alike:
+#   epochs_amd = round(epochs x ceil(n_nvidia / batch_size) / ceil(n_amd / batch_size))   (schedule_epochs, patience alike)
+def steps_matched(cfg: train_mod.TrainConfig, n_nvidia: int, n_amd: int) -> train_mod.TrainConfig:
+    """cfg with epochs, schedule_epochs and patience stretched so that n_amd rows take the optimizer steps that n_nvidia
+    rows take (notebook 06)."""
+    if n_nvidia < 1 or n_amd < 1:
+        raise PredictorError(f"steps_matched needs rows on both sides (NVIDIA {n_nvidia}, AMD {n_amd})")
+    scale = math.ceil(n_nvidia / cfg.batch_size) / math.ceil(n_amd / cfg.batch_size)
+    def stretch(epochs):
+        return max(1, round(epochs * scale))
+    return replace(cfg, epochs=stretch(cfg.epochs), patience=stretch(cfg.patience),
+                   schedule_epochs=stretch(cfg.schedule_epochs or cfg.epochs))
+
+
+@functools.cache
+def _nvidia_rows(op_class: str, max_rows, seed: int) -> int:
+    """The rows of NVIDIA's training table that a config with max_rows and seed learns from."""
+    return len(predictors_mod.training_table(op_class, max_rows, seed))
+
+
+AMD_TILES = np.array(sorted(GEMM_TILE_CANDIDATES_AMD), dtype=float)   # (C, 2): the tiles the AMD GEMM rows ran
+
+
+@functools.cache
+def amd_tile_forest(variant: str = "all"):
+    """lib.tile_choice's classifier (GEMM shape + spec -> tile among AMD_TILES), fitted on the variant's BMM and FC
+    rows with their Tensile tiles (notebook 06)."""
+    rows = pd.concat([variant_rows(c, variant) for c in GEMM_CLASSES], ignore_index=True)
+    return fit_tile_classifier(rows, SPLIT_SEED, AMD_TILES)
+
+
+def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, match_steps: bool = True,
+              spec_tiles: str | None = None) -> NeuSightPredictor:
+    """The AMD model of one class and variant (cfg: a predictor config, default AMD_CONFIGS; match_steps: amendment
+    A1, False for the models before it), trained or loaded from figures/predictors/ or build/predictors/
+    (lib.train.cached); a GEMM model carries the variant's tile classifier where spec_tiles (None: AMD_SPEC_TILES) is
+    'classifier' (notebook 06)."""
     cfg = AMD_CONFIGS[op_class] if cfg is None else cfg
     parsed = make_config(cfg)
     if cfg.get("ensemble", 1) != 1:
-        return ensemble([train_amd(op_class, variant, member) for member in ensemble_members(cfg)])
+        return ensemble([train_amd(op_class, variant, member, match_steps, spec_tiles) for member in ensemble_members(cfg)])
     train_cfg, max_rows, features, validation, device_factors, overhead, hold_mem, held_out = parsed
     if (validation, device_factors, overhead, hold_mem, held_out) != ("none", False, None, False, None):
         raise PredictorError("AMD configs train on every row of a variant: validation 'none', no device_factors, "
                              "overhead, hold_mem or held_out_gpu")
     names = input_names(op_class, features)
+    # A1's models add to the key what their epochs are computed from (NVIDIA's data and the rule), so that a cache hit
+    # counts no rows; the models before it keep their keys.
+    steps = ("steps-matched", fingerprint("nvidia"), _code_text(steps_matched)) if match_steps else ()
     key = train_mod.cache_key("neusight-amd", op_class, train_cfg, max_rows, names, variant, fingerprint("amd"),
                               *[_code_text(c) for c in (*CODE, *TABLE_CODE)], *_own_code(),
                               *[_code_text(f) for f in (amd_rows, held_out_shapes, variant_rows, _rows_for_fit)],
-                              HELD_OUT_SHAPE_SHARE, SPLIT_SEED)
+                              HELD_OUT_SHAPE_SHARE, SPLIT_SEED, *steps)
     short = variant if variant in ("all", "shapes") else "only" + variant.split()[-1]   # 'onlyMI100'
     name = f"neusight-amd-{op_class}-{train_cfg.layers}x{train_cfg.width}-{short}"
 
@@ -107,16 +158,59 @@ def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None) -> N
     # code text, which every NVIDIA model's cache key holds (about 3 h 40 min of retraining), so the AMD rows are
     # swapped in for the one call instead.
     def fit():
-        with mock.patch.object(predictors_mod, "training_table", _rows_for_fit(op_class, variant)):
-            return predictors_mod._fit_state(op_class, train_cfg, max_rows, features, names, "none", 0, None, None)
+        table = _rows_for_fit(op_class, variant)
+        run_cfg = steps_matched(train_cfg, _nvidia_rows(op_class, max_rows, train_cfg.seed),
+                                len(table(op_class, max_rows, train_cfg.seed))) if match_steps else train_cfg
+        with mock.patch.object(predictors_mod, "training_table", table):
+            return predictors_mod._fit_state(op_class, run_cfg, max_rows, features, names, "none", 0, None, None)
     state, info = train_mod.cached(name, key, fit)
-    return from_state(op_class, state, info, parsed, 0, tile_candidates=tuple(sorted(GEMM_TILE_CANDIDATES_AMD)))
+    if (spec_tiles or AMD_SPEC_TILES) not in ("autotune", "classifier"):
+        raise PredictorError(f"AMD spec_tiles must be 'autotune' or 'classifier', got {spec_tiles!r}")
+    classify = (spec_tiles or AMD_SPEC_TILES) == "classifier" and op_class in GEMM_CLASSES
+    forest = amd_tile_forest(variant) if classify else None
+    return from_state(op_class, state, info, parsed, 0, tile_candidates=tuple(sorted(GEMM_TILE_CANDIDATES_AMD)),
+                      tile_forest=forest)
 
 
-def amd_predictors(variant: str = "all", cfg: dict | None = None) -> dict[str, NeuSightPredictor]:
+def amd_predictors(variant: str = "all", cfg: dict | None = None, match_steps: bool = True,
+                   spec_tiles: str | None = None) -> dict[str, NeuSightPredictor]:
     """{op class: AMD model} for lib.kernels / lib.forecast's cfg_by_class; cfg: one config for every class (the
-    smoke run's), None = AMD_CONFIGS (notebook 06)."""
-    return {c: train_amd(c, variant, cfg) for c in OP_CLASSES}
+    smoke run's), None = AMD_CONFIGS; match_steps and spec_tiles as train_amd's (notebook 06)."""
+    return {c: train_amd(c, variant, cfg, match_steps, spec_tiles) for c in OP_CLASSES}
+
+
+def steps_table(cfg: dict | None = None) -> pd.DataFrame:
+    """Per op class and variant: the rows NVIDIA's table and the variant hold, NVIDIA's optimizer steps, and the epochs
+    and steps of the AMD model before and after amendment A1 (cfg as amd_predictors') (notebook 06)."""
+    rows = []
+    for op_class in OP_CLASSES:
+        c = AMD_CONFIGS[op_class] if cfg is None else cfg
+        train_cfg, max_rows = make_config(ensemble_members(c)[0] if c.get("ensemble", 1) != 1 else c)[:2]
+        n_nvidia = _nvidia_rows(op_class, max_rows, train_cfg.seed)
+        for variant in VARIANTS:
+            n_amd = len(_rows_for_fit(op_class, variant)(op_class, max_rows, train_cfg.seed))
+            batches = math.ceil(n_amd / train_cfg.batch_size)
+            after = steps_matched(train_cfg, n_nvidia, n_amd).epochs
+            rows.append(dict(op_class=op_class, variant=variant, nvidia_rows=n_nvidia, amd_rows=n_amd,
+                             nvidia_steps=train_cfg.epochs * math.ceil(n_nvidia / train_cfg.batch_size),
+                             epochs_before=train_cfg.epochs, steps_before=train_cfg.epochs * batches,
+                             epochs_after=after, steps_after=after * batches))
+    return pd.DataFrame(rows)
+
+
+def training_fit(cfg: dict | None = None, match_steps: bool = True) -> pd.DataFrame:
+    """Per op class: the 'all' model's MAPE and median ratio on the rows it learned from (every MI100 and MI210 row
+    under the full configs; oracle tiles): how well it fits, not how well it forecasts (notebook 06)."""
+    from .kernels import predict_by_device
+    from .metrics import ape
+    out = []
+    for op_class in OP_CLASSES:
+        rows = amd_rows(op_class)
+        raw = rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
+        pred = predict_by_device(raw, tiles="oracle", cfg_by_class={op_class: train_amd(op_class, "all", cfg, match_steps)})
+        out.append(dict(op_class=op_class, kernels=len(raw), mape=float(ape(pred, raw["latency_ms"]).mean()),
+                        median_ratio=float(np.median(np.asarray(pred) / raw["latency_ms"].to_numpy()))))
+    return pd.DataFrame(out)
 
 
 def paper_amd_table(mode: str, path: Path | None = None) -> pd.DataFrame:
@@ -155,9 +249,11 @@ AMD_METHODS = {"amd_spec": "NeuSight, AMD-trained (spec-only tiles)", "amd_oracl
 SETTINGS = ("held-out shapes", "GPU never trained on")
 
 
-def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None) -> pd.DataFrame:
-    """Every AMD kernel of both settings with its forecasts (AMD_METHODS columns, ms); cfg as amd_predictors', nvidia_cfg
-    as lib.kernels' cfg_by_class for the NVIDIA-trained column (None: the defaults) (notebook 06)."""
+def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, match_steps: bool = True) -> pd.DataFrame:
+    """Every AMD kernel of both settings with its forecasts (ms: AMD_METHODS columns, and amd_autotune and
+    amd_classifier, amendment A2's two spec-only rules); cfg and match_steps as
+    amd_predictors', nvidia_cfg as lib.kernels' cfg_by_class for the NVIDIA-trained column (None: the defaults)
+    (notebook 06)."""
     from .kernels import predict_by_device
     frames = []
     for op_class in OP_CLASSES:
@@ -168,15 +264,33 @@ def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None) ->
         parts += [("GPU never trained on", gpu, (rows["device"] != gpu).to_numpy()) for gpu in TRAIN_GPUS_AMD]
         for setting, variant, mask in parts:
             these = raw[mask].reset_index(drop=True)
-            models = {op_class: train_amd(op_class, variant, cfg)}
+            model = train_amd(op_class, variant, cfg, match_steps)
+            forest = amd_tile_forest(variant) if op_class in GEMM_CLASSES else None
+            by_rule = {rule: predict_by_device(these, tiles="spec", cfg_by_class={op_class: replace(model, tile_forest=f)})
+                       for rule, f in (("autotune", None), ("classifier", forest))}
             out = these[["op", "B", "M", "N", "K", "H", "device", "latency_ms"]].assign(
-                op_class=op_class, setting=setting, trained_on=variant,
-                amd_spec=predict_by_device(these, tiles="spec", cfg_by_class=models),
-                amd_oracle=predict_by_device(these, tiles="oracle", cfg_by_class=models),
+                op_class=op_class, setting=setting, trained_on=variant, amd_spec=by_rule[AMD_SPEC_TILES],
+                amd_autotune=by_rule["autotune"], amd_classifier=by_rule["classifier"],
+                amd_oracle=predict_by_device(these, tiles="oracle", cfg_by_class={op_class: model}),
                 nvidia_spec=predict_by_device(these, tiles="spec", cfg_by_class=nvidia_cfg),
                 roofline=predict_by_device(these, method="roofline"))
             frames.append(out)
     return pd.concat(frames, ignore_index=True)
+
+
+# Amendment A2's choice, made as notebook 04 made NVIDIA's (lib.kernels.SPEC_TILES): on in-distribution rows only, the
+# held-out shapes of both AMD GPUs, forecast by the 'shapes' models; the rule with the lower mean of BMM's and FC's
+# MAPE is the AMD models' spec-only rule (a tie keeps autotune). No row of a GPU never trained on, no label.
+def spec_tile_choice(forecasts: pd.DataFrame) -> pd.DataFrame:
+    """Per spec-only tile rule (autotune, classifier): BMM's and FC's MAPE on held-out shapes, their mean, and whether
+    it is the rule chosen (forecasts: kernel_forecasts') (notebook 06)."""
+    from .metrics import mape
+    held = forecasts[(forecasts["setting"] == "held-out shapes") & forecasts["op_class"].isin(GEMM_CLASSES)]
+    t = pd.DataFrame({rule: {c: mape(g[f"amd_{rule}"], g["latency_ms"]) for c, g in held.groupby("op_class")}
+                      for rule in ("autotune", "classifier")}).T[list(GEMM_CLASSES)]
+    t["mean"] = t.mean(axis=1)
+    t["chosen"] = t.index == ("classifier" if t.loc["classifier", "mean"] < t.loc["autotune", "mean"] else "autotune")
+    return t.rename_axis("rule").reset_index()
 
 
 # The features tile element-wise, softmax and layernorm kernels by PyTorch's CUDA launch rule (lib.tiles.vec_tile).

@@ -181,18 +181,20 @@ def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:
 
 def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int = 0) -> np.ndarray:
     from .predictors import predict_featured
-    from .tile_choice import autotune_tiles, classify_tiles, tile_candidates
+    from .tile_choice import autotune_tiles, classify_tiles, tile_candidates, tile_forest
     predict = lambda feat: predict_featured(feat, cfg_by_class, seed)
     if tiles == "oracle":
         return predict(add_features(df, tiles="oracle"))
-    tiles = SPEC_TILES if tiles == "spec" else tiles
+    forest = tile_forest(cfg_by_class)     # GEMM predictors with their own classifier (lib.amd): 'spec' is it
+    tiles = ("classifier" if forest is not None else SPEC_TILES) if tiles == "spec" else tiles
     gemm = df["op"].isin(GEMM_OPS).to_numpy()
     out = np.full(len(df), np.nan)
     g = df[gemm].assign(tile_m=np.nan, tile_n=np.nan)
     if gemm.any() and tiles == "autotune":
         g["tile_m"], g["tile_n"], out[gemm] = autotune_tiles(g, predict, tile_candidates(cfg_by_class))
     elif gemm.any():
-        g["tile_m"], g["tile_n"] = classify_tiles(g)
+        g["tile_m"], g["tile_n"] = classify_tiles(g) if forest is None else \
+            classify_tiles(g, forest, tile_candidates(cfg_by_class))
         out[gemm] = predict(add_features(g, tiles="given"))
     if (~gemm).any():
         out[~gemm] = predict(add_features(df[~gemm].assign(tile_m=np.nan, tile_n=np.nan), tiles="given"))
@@ -231,7 +233,8 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
 
     df: columns op, B, M, N, K, H (and 'bytes' for op 'mem'; 'kernel_name' for tiles='oracle').
     method: neusight | roofline | habitat | li (li: NaN for the ops without training-split rows on the device).
-    tiles (neusight): spec (= SPEC_TILES) | autotune | classifier | oracle (target's kernel names).
+    tiles (neusight): spec (= SPEC_TILES, or the classifier GEMM predictors carry: lib.amd) | autotune | classifier |
+        oracle (target's kernel names).
     cfg_by_class (neusight) and habitat_cfg (habitat): training configs; None = the defaults.
     seed (neusight): the training seed of the default configs (0: the committed results' models).
     """

@@ -72,6 +72,8 @@ class NeuSightPredictor:
     mem_per_sm_gb: tuple | None = None   # amendment 5: f_mem's memory term held to this range (GB per SM)
     tile_candidates: tuple | None = None   # GEMMs: the (tile_m, tile_n) spec-only tiles are chosen among (lib.tile_choice;
                                            # None: the NVIDIA training GPUs', lib.tiles.GEMM_TILE_CANDIDATES)
+    tile_forest: object = None   # GEMMs: a classifier over tile_candidates that chooses the spec-only tiles in place
+                                 # of autotune (lib.tile_choice.fit_tile_classifier; lib.amd, amendment A2)
 
     def inputs(self, feat: pd.DataFrame) -> np.ndarray:
         """Standardized model inputs, each clipped to its training range first.

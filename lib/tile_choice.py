@@ -7,6 +7,7 @@ forecast may not: it knows the target's spec and the training GPUs' data only. T
               fastest, as cuBLAS' heuristics / an autotuner would:  tile = argmin_t latency(t).
   classifier: a decision forest over log(B, M, N, K), the op and the log spec (num_sm, peak,
               bandwidth, L2, memory) trained to reproduce the training GPUs' oracle tiles.
+GEMM predictors may carry their own classifier (lib.amd's, over the AMD tiles): 'spec' then means it.
 Vector ops (EW, softmax, LN) need no choice: lib.tiles.vec_tile is a spec-only launch rule.
 """
 from __future__ import annotations
@@ -24,6 +25,13 @@ SPEC_COLS = ("num_sm", "peak_gflops", "mem_bw_gbps", "l2_mb", "mem_gb")
 NEEDED_COLS = ("op", "B", "M", "N", "K", "H")
 FOREST_TREES = 30
 FOREST_MIN_LEAF = 5
+
+
+def tile_forest(cfg_by_class: dict | None):
+    """The classifier the GEMM predictors of cfg_by_class carry (lib.amd: fitted over their own tile_candidates), which
+    then chooses their spec-only tiles in place of autotune; None where they carry none (notebook 06)."""
+    forests = [getattr((cfg_by_class or {}).get(c), "tile_forest", None) for c in ("BMM", "FC")]
+    return next((f for f in forests if f is not None), None)
 
 
 def tile_candidates(cfg_by_class: dict | None) -> np.ndarray:
@@ -68,18 +76,18 @@ def classifier_inputs(df: pd.DataFrame) -> np.ndarray:
 _FOREST: dict = {}
 
 
-def oracle_tile_labels(df: pd.DataFrame) -> np.ndarray:
-    """Index into CANDIDATES of each row's oracle tile (parsed from kernel_name); -1 where none."""
-    index = {tuple(t): i for i, t in enumerate(CANDIDATES.astype(int).tolist())}
+def oracle_tile_labels(df: pd.DataFrame, candidates: np.ndarray = CANDIDATES) -> np.ndarray:
+    """Index into candidates of each row's oracle tile (parsed from kernel_name); -1 where none."""
+    index = {tuple(t): i for i, t in enumerate(candidates.astype(int).tolist())}
     codes, names = pd.factorize(df["kernel_name"], use_na_sentinel=False)   # each distinct name parsed once
     per_name = np.array([index.get(t, -1) if (t := gemm_tile_from_name(n)) else -1 for n in names], dtype=int)
     return per_name[codes]
 
 
-def fit_tile_classifier(df: pd.DataFrame, seed: int = 0):
-    """A random forest: GEMM shape + spec -> oracle tile index into CANDIDATES, fitted on df's rows."""
+def fit_tile_classifier(df: pd.DataFrame, seed: int = 0, candidates: np.ndarray = CANDIDATES):
+    """A random forest: GEMM shape + spec -> oracle tile index into candidates, fitted on df's rows."""
     from sklearn.ensemble import RandomForestClassifier
-    label = oracle_tile_labels(df)
+    label = oracle_tile_labels(df, candidates)
     keep = label >= 0
     # grown on two threads, as the predictors train: each tree's seed is drawn before the trees are dealt out, so the
     # trees are the same on any number of threads. It predicts on one, since the order in which threads add up the
@@ -101,7 +109,7 @@ def tile_classifier(seed: int = 0, max_rows: int | None = None):
     return _FOREST[key]
 
 
-def classify_tiles(df: pd.DataFrame, forest=None) -> tuple[np.ndarray, np.ndarray]:
-    """(tile_m, tile_n) per GEMM row, predicted by `forest` (default: tile_classifier())."""
+def classify_tiles(df: pd.DataFrame, forest=None, candidates: np.ndarray = CANDIDATES) -> tuple[np.ndarray, np.ndarray]:
+    """(tile_m, tile_n) per GEMM row, predicted by `forest` (default: tile_classifier()) fitted over candidates."""
     idx = (tile_classifier() if forest is None else forest).predict(classifier_inputs(df))
-    return CANDIDATES[idx, 0], CANDIDATES[idx, 1]
+    return candidates[idx, 0], candidates[idx, 1]

@@ -53,7 +53,7 @@ def test_train_amd_refuses_a_config_it_cannot_honour():
 
 def test_amd_models_learn_amd_rows_only_and_choose_among_amd_tiles(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "BUILD", tmp_path)
-    p = amd.train_amd("BMM", TRAIN_GPUS_AMD[1], TINY)
+    p = amd.train_amd("BMM", TRAIN_GPUS_AMD[1], TINY, spec_tiles="autotune")
     assert p.info["train_rows"] == TINY["max_rows"] and not p.info["cached"]
     assert amd.train_amd("BMM", TRAIN_GPUS_AMD[1], TINY).info["cached"]   # the second call loads
     assert set(p.tile_candidates) == GEMM_TILE_CANDIDATES_AMD == gemm_tile_candidates("amd")
@@ -117,3 +117,72 @@ def test_vector_launch_agreement_reads_rocm_blocks_by_hand():
     # an element-wise block takes 1,024 elements on ROCm, 512 by CUDA's rule: half the blocks
     assert t.loc[("add", False), "median_ratio"].to_numpy() == pytest.approx([0.5, 0.5], abs=1e-3)
     assert set(t.index.get_level_values("device")) == set(TRAIN_GPUS_AMD)
+
+
+def test_steps_matched_takes_nvidias_optimizer_steps_by_hand():
+    from lib.train import TrainConfig
+    # the softmax default: 8 epochs of 10 batches (9,465 NVIDIA rows) are 80 steps; 3,830 AMD rows are 4 batches, so
+    # 20 epochs (80 steps), on the 40-epoch schedule stretched alike to 100
+    out = amd.steps_matched(TrainConfig(epochs=8, patience=8, batch_size=1024, schedule_epochs=40), 9465, 3830)
+    assert (out.epochs, out.patience, out.schedule_epochs) == (20, 20, 100)
+    # FC: 38 x 32 / 3 batches = 405.3 -> 405 epochs; the schedule 40 x 32 / 3 = 426.7 -> 427
+    out = amd.steps_matched(TrainConfig(epochs=38, patience=38, batch_size=1024, schedule_epochs=40), 32224, 2080)
+    assert (out.epochs, out.schedule_epochs, out.lr, out.layers) == (405, 427, TrainConfig().lr, TrainConfig().layers)
+    # as many batches on both sides: unchanged (no schedule: the epochs'); never below one epoch
+    assert amd.steps_matched(TrainConfig(epochs=3, patience=3, batch_size=100), 1000, 901).schedule_epochs == 3
+    assert amd.steps_matched(TrainConfig(epochs=1, patience=1, batch_size=10), 10, 1000).epochs == 1
+    with pytest.raises(P.PredictorError, match="rows"):
+        amd.steps_matched(TrainConfig(), 0, 10)
+
+
+def test_the_default_amd_models_take_nvidias_steps_within_half_an_epoch():
+    t = amd.steps_table()
+    assert len(t) == len(amd.OP_CLASSES) * len(amd.VARIANTS)
+    batches = t["steps_after"] / t["epochs_after"]
+    assert ((t["steps_after"] - t["nvidia_steps"]).abs() <= batches / 2).all()
+    assert (t["steps_before"] < t["nvidia_steps"]).all()   # before amendment A1 every AMD model took fewer
+
+
+def test_train_amd_trains_the_steps_matched_epochs(tmp_path, monkeypatch):
+    import math
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {**TINY, "batch_size": 512, "max_rows": None}
+    gpu = TRAIN_GPUS_AMD[0]
+    epochs = round(math.ceil(amd._nvidia_rows("LN", None, 0) / 512) / math.ceil(len(amd.variant_rows("LN", gpu)) / 512))
+    assert epochs > 1
+    assert amd.train_amd("LN", gpu, cfg).info["epochs"] == epochs
+    assert amd.train_amd("LN", gpu, cfg, match_steps=False).info["epochs"] == 1
+
+
+def test_spec_tiles_come_from_the_variants_classifier(tmp_path, monkeypatch):
+    from lib.features import add_features
+    from lib.kernels import _with_spec
+    from lib.tile_choice import classify_tiles
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    gpu = TRAIN_GPUS_AMD[1]
+    p = amd.train_amd("BMM", gpu, TINY, spec_tiles="classifier")
+    assert p.tile_forest is amd.amd_tile_forest(gpu)
+    assert amd.train_amd("BMM", gpu, TINY, spec_tiles="autotune").tile_forest is None
+    assert amd.train_amd("LN", gpu, TINY, spec_tiles="classifier").tile_forest is None   # vector ops need no tile
+    with pytest.raises(P.PredictorError, match="spec_tiles"):
+        amd.train_amd("BMM", gpu, TINY, spec_tiles="oracle")
+    # lib.kernels' spec-only forecast is the model's at the tiles the classifier gives, among the AMD tiles
+    shapes = pd.DataFrame({"op": ["bmm", "bmm"], "B": [16, 64], "M": [512, 1024], "N": [64, 64], "K": [512, 1024]})
+    feat = _with_spec(shapes, device_by_name("AMD Instinct MI250"))
+    tm, tn = classify_tiles(feat, p.tile_forest, amd.AMD_TILES)
+    assert {(a, b) for a, b in zip(tm.astype(int), tn.astype(int))} <= GEMM_TILE_CANDIDATES_AMD
+    given = p.predict(add_features(feat.assign(tile_m=tm, tile_n=tn), tiles="given"))
+    assert predict_kernels(shapes, device_by_name("AMD Instinct MI250"), cfg_by_class={"BMM": p}) == \
+        pytest.approx(given, rel=1e-6)
+
+
+def test_spec_tile_choice_by_hand():
+    f = pd.DataFrame({"setting": ["held-out shapes"] * 4 + ["GPU never trained on"],
+                      "op_class": ["BMM", "BMM", "FC", "EW", "BMM"], "latency_ms": [1.0, 2.0, 1.0, 1.0, 1.0],
+                      "amd_autotune": [1.1, 2.0, 0.5, 9.0, 9.0], "amd_classifier": [1.0, 2.4, 0.9, 9.0, 1.0]})
+    # autotune: BMM (10 + 0) / 2 = 5%, FC 50% -> 27.5; classifier: BMM (0 + 20) / 2 = 10%, FC 10% -> 10, chosen.
+    # Neither the element-wise row nor the GPU never trained on counts.
+    t = amd.spec_tile_choice(f).set_index("rule")
+    assert t.loc["autotune", ["BMM", "FC", "mean"]].astype(float).tolist() == pytest.approx([5, 50, 27.5])
+    assert t.loc["classifier", ["BMM", "FC", "mean"]].astype(float).tolist() == pytest.approx([10, 10, 10])
+    assert t["chosen"].tolist() == [False, True]

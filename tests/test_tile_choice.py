@@ -6,7 +6,8 @@ from lib.devices import device_by_name
 from lib.features import add_features
 from lib.kernels import predict_kernels
 from lib.predictors import predict_featured
-from lib.tile_choice import CANDIDATES, autotune_tiles, classify_tiles, fit_tile_classifier, oracle_tile_labels
+from lib.tile_choice import (CANDIDATES, autotune_tiles, classify_tiles, fit_tile_classifier, oracle_tile_labels,
+                             tile_forest)
 
 
 def test_autotune_picks_each_rows_own_best_tile():
@@ -97,3 +98,25 @@ def test_tile_classifier_samples_max_rows_with_its_seed_and_caches_per_seed_and_
     got = [TC.tile_classifier(0, 3), TC.tile_classifier(0, None), TC.tile_classifier(1, 50), TC.tile_classifier(0, 3)]
     assert got == [1, 2, 3, 1]
     assert fits == [(3, 0), (10, 0), (10, 1)]
+
+
+def test_a_classifier_over_other_candidates_labels_and_reads_them():
+    # lib.amd's indexes the AMD tiles: Tensile's MT128x64x16 is tile (64, 128) (lib.tiles), MT16x8x32 is (8, 16); a
+    # tile that is no candidate is -1
+    amd = np.array([[8.0, 16.0], [64.0, 128.0]])
+    names = ["Cijk_Ailk_Bljk_SB_MT128x64x16_MI32x32x2x1_SE", "Cijk_Ailk_Bljk_SB_MT16x8x32_SE",
+             "Cijk_Ailk_Bljk_SB_MT64x64x32_MI16x16x4x1_SE"]
+    assert oracle_tile_labels(pd.DataFrame({"kernel_name": names}), amd).tolist() == [1, 0, -1]
+    spec = device_by_name("AMD Instinct MI100").spec_columns()
+    small = {"op": "bmm", "B": 1.0, "M": 8.0, "N": 8.0, "K": 8.0, "kernel_name": names[1], **spec}
+    large = {"op": "bmm", "B": 8.0, "M": 4096.0, "N": 4096.0, "K": 4096.0, "kernel_name": names[0], **spec}
+    df = pd.DataFrame([small] * 20 + [large] * 20)
+    forest = fit_tile_classifier(df, 0, amd)
+    assert [t.tolist() for t in classify_tiles(df.iloc[[0, 20]], forest, amd)] == [[8, 64], [16, 128]]
+
+
+def test_tile_forest_is_the_gemm_predictors_own():
+    class Carrying:
+        tile_forest = "the forest"
+    assert tile_forest(None) is None and tile_forest({"BMM": {"layers": 1}}) is None
+    assert tile_forest({"LN": Carrying()}) is None and tile_forest({"FC": Carrying()}) == "the forest"
