@@ -4,7 +4,8 @@ The protocol (DESIGN.md): train on MI100 and MI210; the MI250 is out of distribu
 The dataset measures no MI250 kernel, only its end-to-end labels, and it measures GEMMs on the MI100 and MI210 only
 for the held-out shape lists (dataset_amd/test/collect/{bmm,linear}), so the AMD models learn GEMMs from those rows.
 Each class's model takes the config of NVIDIA's unseen-GPU default (lib.selection.DEFAULT_CONFIGS), chosen on the
-NVIDIA training GPUs, so nothing here is tuned on AMD data. It leaves out amendments 5 and 6 (memory hold, spec
+NVIDIA training GPUs, so no hyper-parameter is tuned on AMD data (A2, below, chooses a tile rule on AMD held-out
+shapes, as notebook 04 chose NVIDIA's on NVIDIA's). It leaves out amendments 5 and 6 (memory hold, spec
 envelope), which read the NVIDIA training GPUs. The MLPs are fitted by the function that fits the NVIDIA models
 (lib.predictors._fit_state), fed the AMD rows featured the same way: GEMM tiles from the Tensile kernel names,
 vector ops by PyTorch's CUDA launch rules (lib.tiles), which ROCm's kernels need not follow. Each model takes as
@@ -136,9 +137,13 @@ def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, matc
     (lib.train.cached); a GEMM model carries the variant's tile classifier where spec_tiles (None: AMD_SPEC_TILES) is
     'classifier' (notebook 06)."""
     cfg = AMD_CONFIGS[op_class] if cfg is None else cfg
+    rule = spec_tiles or AMD_SPEC_TILES
+    if rule not in ("autotune", "classifier"):
+        raise PredictorError(f"AMD spec_tiles must be 'autotune' or 'classifier', got {spec_tiles!r}")
     parsed = make_config(cfg)
     if cfg.get("ensemble", 1) != 1:
-        return ensemble([train_amd(op_class, variant, member, match_steps, spec_tiles) for member in ensemble_members(cfg)])
+        return ensemble([train_amd(op_class, variant, member, match_steps, spec_tiles)
+                         for member in ensemble_members(cfg)])
     train_cfg, max_rows, features, validation, device_factors, overhead, hold_mem, held_out = parsed
     if (validation, device_factors, overhead, hold_mem, held_out) != ("none", False, None, False, None):
         raise PredictorError("AMD configs train on every row of a variant: validation 'none', no device_factors, "
@@ -164,10 +169,7 @@ def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, matc
         with mock.patch.object(predictors_mod, "training_table", table):
             return predictors_mod._fit_state(op_class, run_cfg, max_rows, features, names, "none", 0, None, None)
     state, info = train_mod.cached(name, key, fit)
-    if (spec_tiles or AMD_SPEC_TILES) not in ("autotune", "classifier"):
-        raise PredictorError(f"AMD spec_tiles must be 'autotune' or 'classifier', got {spec_tiles!r}")
-    classify = (spec_tiles or AMD_SPEC_TILES) == "classifier" and op_class in GEMM_CLASSES
-    forest = amd_tile_forest(variant) if classify else None
+    forest = amd_tile_forest(variant) if rule == "classifier" and op_class in GEMM_CLASSES else None
     return from_state(op_class, state, info, parsed, 0, tile_candidates=tuple(sorted(GEMM_TILE_CANDIDATES_AMD)),
                       tile_forest=forest)
 
@@ -207,7 +209,8 @@ def training_fit(cfg: dict | None = None, match_steps: bool = True) -> pd.DataFr
     for op_class in OP_CLASSES:
         rows = amd_rows(op_class)
         raw = rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
-        pred = predict_by_device(raw, tiles="oracle", cfg_by_class={op_class: train_amd(op_class, "all", cfg, match_steps)})
+        model = train_amd(op_class, "all", cfg, match_steps)
+        pred = predict_by_device(raw, tiles="oracle", cfg_by_class={op_class: model})
         out.append(dict(op_class=op_class, kernels=len(raw), mape=float(ape(pred, raw["latency_ms"]).mean()),
                         median_ratio=float(np.median(np.asarray(pred) / raw["latency_ms"].to_numpy()))))
     return pd.DataFrame(out)
@@ -251,9 +254,8 @@ SETTINGS = ("held-out shapes", "GPU never trained on")
 
 def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, match_steps: bool = True) -> pd.DataFrame:
     """Every AMD kernel of both settings with its forecasts (ms: AMD_METHODS columns, and amd_autotune and
-    amd_classifier, amendment A2's two spec-only rules); cfg and match_steps as
-    amd_predictors', nvidia_cfg as lib.kernels' cfg_by_class for the NVIDIA-trained column (None: the defaults)
-    (notebook 06)."""
+    amd_classifier, amendment A2's two spec-only rules); cfg and match_steps as amd_predictors', nvidia_cfg as
+    lib.kernels' cfg_by_class for the NVIDIA-trained column (None: the defaults) (notebook 06)."""
     from .kernels import predict_by_device
     frames = []
     for op_class in OP_CLASSES:
@@ -266,7 +268,8 @@ def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, ma
             these = raw[mask].reset_index(drop=True)
             model = train_amd(op_class, variant, cfg, match_steps)
             forest = amd_tile_forest(variant) if op_class in GEMM_CLASSES else None
-            by_rule = {rule: predict_by_device(these, tiles="spec", cfg_by_class={op_class: replace(model, tile_forest=f)})
+            by_rule = {rule: predict_by_device(these, tiles="spec",
+                                               cfg_by_class={op_class: replace(model, tile_forest=f)})
                        for rule, f in (("autotune", None), ("classifier", forest))}
             out = these[["op", "B", "M", "N", "K", "H", "device", "latency_ms"]].assign(
                 op_class=op_class, setting=setting, trained_on=variant, amd_spec=by_rule[AMD_SPEC_TILES],

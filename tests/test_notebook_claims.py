@@ -1452,6 +1452,19 @@ def test_06_amd_reading():
     i = e[e["mode"] == "inference"]
     says(NB06, f"{(i['amd_ms'] > i['e2e_ms']).sum()} of the {len(i)} inference labels are now forecast too slow, at a "
                f"median {(i['amd_ms'] / i['e2e_ms']).median():.2f} of the measured time")
+    lay = table("06-amd-layer-by-class").set_index(["models", "mode", "phase", "cls"])["measured_over_forecast"]
+    ly = lambda m, c: lay[(m, "inference", "fw", c)]
+    says(NB06, f"(measured over forecast, inference: BMM {ly('A1 + A2', 'BMM'):.2f} and FC {ly('A1 + A2', 'FC'):.2f}; "
+               f"before them {ly('neither', 'BMM'):.2f} and {ly('neither', 'FC'):.2f}), while softmax stays forecast too "
+               f"slow ({ly('A1 + A2', 'SOFTMAX'):.2f}; before them {ly('neither', 'SOFTMAX'):.2f})")
+    reach = table("06-amd-softmax-reach")
+    assert (reach["measured_over_forecast"] < 1).all()                           # "every inference label's softmax"
+    says(NB06, f"{reach['measured_over_forecast'].min():.2f} to {reach['measured_over_forecast'].max():.2f})")
+    bert = reach[reach["model"] == "bert_large"]["times_training_max"].sort_values()
+    long_ = reach[reach["seq"] == 2048]["times_training_max"]
+    says(NB06, f"whose softmax is {bert.iloc[0]:.2f} and {bert.iloc[1]:.2f} times the largest AMD training kernel, "
+               f"about its size, "
+               f"while the 2,048-token models' reach {long_.min():.1f} to {long_.max():.1f} times it")
     says(NB06, f"are off by {inf['nvidia_trained']:.1f}% (inference) and {train['nvidia_trained']:.1f}% (training), and the "
                f"roofline bound by {inf['roofline']:.1f}% and {train['roofline']:.1f}%")
     t = e[e["mode"] == "training"]
