@@ -11,6 +11,8 @@ envelope), which read the NVIDIA training GPUs. The MLPs are fitted by the funct
 vector ops by PyTorch's CUDA launch rules (lib.tiles), which ROCm's kernels need not follow. Each model takes as
 many optimizer steps as its config takes on NVIDIA's table (amendment A1, steps_matched): the AMD tables are smaller.
 Spec-only GEMM tiles come from a classifier of the variant's own rows (amendment A2, AMD_SPEC_TILES, amd_tile_forest).
+Softmax rows that ROCm's PyTorch runs with its shared-memory kernel read every element as a 4-vector (amendment A3,
+rocm_softmax_vec).
 Variants, by the rows a model learns from:
     'all'       every row of both GPUs: the models that forecast (the MI250, and any AMD device JSON)
     'shapes'    both GPUs without a seeded share of the shapes (HELD_OUT_SHAPE_SHARE), scored on those
@@ -39,7 +41,7 @@ from .predictors import (CODE, TABLE_CODE, NeuSightPredictor, PredictorError, _c
                          ensemble_members, from_state, shape_groups)
 from .selection import DEFAULT_CONFIGS
 from .tile_choice import fit_tile_classifier
-from .tiles import GEMM_TILE_CANDIDATES_AMD
+from .tiles import GEMM_TILE_CANDIDATES_AMD, SOFTMAX_ILP, SOFTMAX_WARP_MAX_H, softmax_block_threads
 from .utilization import input_names
 
 # NVIDIA's unseen-GPU configs without the two amendments that read NVIDIA's training GPUs
@@ -119,6 +121,68 @@ def _nvidia_rows(op_class: str, max_rows, seed: int) -> int:
     return len(predictors_mod.training_table(op_class, max_rows, seed))
 
 
+# Amendment A3 (notebook 06; made after every inference label's softmax had been seen forecast too slow, decided from
+# the AMD training rows' kernel names and PyTorch's dispatch before its effect on any held-out kernel or label was
+# computed, and the default whatever that effect): for rows over 1,024 elements ROCm's PyTorch runs
+# cunn_SoftMaxForwardSmem wherever it can (host_softmax), which stages the row in shared memory through 4-vector loads
+# alone. The dataset's NVIDIA PyTorch has no such kernel; lib.features' f_vec counts the 4-vector loads of
+# cunn_SoftMaxForward, which it runs for every such row. The shared-memory kernel runs where (fp32, aligned pointers)
+#   H > 1024,  H mod 4 = 0  and  H < (LDS bytes per block - 4 x threads / 64) / 4
+# (threads: lib.tiles.softmax_block_threads; 64: ROCm's wavefront, C10_WARP_SIZE), and there
+#   f_vec = 1
+AMD_LDS_BYTES = 65536    # shared memory per block (sharedMemPerBlock) of the MI100, MI210 and MI250
+ROCM_WARP_SIZE = 64
+
+
+def smem_softmax(H) -> np.ndarray:
+    """Per row length: does ROCm's PyTorch run softmax over it with cunn_SoftMaxForwardSmem (fp32; amendment A3)?"""
+    H = np.asarray(H, dtype=float)
+    max_elements = (AMD_LDS_BYTES - 4 * softmax_block_threads(H) / ROCM_WARP_SIZE) / 4
+    return (H > SOFTMAX_WARP_MAX_H) & (np.mod(H, SOFTMAX_ILP) == 0) & (H < max_elements)
+
+
+def rocm_softmax_kernel(H) -> np.ndarray:
+    """Per row length: the softmax kernel ROCm's PyTorch runs (fp32): 'warp', 'smem' or 'block' (amendment A3)."""
+    H = np.asarray(H, dtype=float)
+    return np.where(H <= SOFTMAX_WARP_MAX_H, "warp", np.where(smem_softmax(H), "smem", "block"))
+
+
+def rocm_softmax_vec(feat: pd.DataFrame) -> pd.DataFrame:
+    """A featured table with f_vec = 1 on the softmax rows that run ROCm's shared-memory kernel (amendment A3;
+    notebook 06)."""
+    if "H" not in feat:
+        return feat
+    smem = (feat["op"].to_numpy() == "softmax") & smem_softmax(np.nan_to_num(feat["H"].to_numpy(float), nan=1.0))
+    return feat.assign(f_vec=np.where(smem, 1.0, feat["f_vec"].to_numpy(float))) if smem.any() else feat
+
+
+# A3's evidence, from the AMD training rows' kernel names: per GPU and the kernel a row ran (warp: softmax_warp_forward,
+# block: cunn_SoftMaxForward, smem: cunn_SoftMaxForwardSmem), the rows, the share whose kernel rocm_softmax_kernel names,
+# lib.features' f_vec (CUDA's rule) and A3's, and the median time per element of the rows over LARGE_SOFTMAX_ELEMENTS:
+#   ns_per_element = latency_ms x 1e6 / (B x H)
+LARGE_SOFTMAX_ELEMENTS = 1e7
+
+
+def softmax_kernels() -> pd.DataFrame:
+    """Per AMD training GPU and softmax kernel: rows, rule_share (rocm_softmax_kernel names it), the range
+    of f_vec by CUDA's rule and by A3's, and the large rows' count and median ns per element (notebook 06)."""
+    from .tiles import softmax_vector_share
+    df = load_kernels(ops="softmax", devices=list(TRAIN_GPUS_AMD), vendor="amd")
+    name = df["kernel_name"]
+    kernel = np.where(name.str.contains("SoftMaxForwardSmem"), "smem",
+                      np.where(name.str.contains("softmax_warp_forward"), "warp", "block"))
+    cuda_vec = softmax_vector_share(df["H"])
+    t = df.assign(kernel=kernel, agrees=rocm_softmax_kernel(df["H"]) == kernel, f_vec_cuda=cuda_vec,
+                  f_vec_a3=np.where(smem_softmax(df["H"]), 1.0, cuda_vec),
+                  large=df["B"] * df["H"] > LARGE_SOFTMAX_ELEMENTS,
+                  ns_per_element=df["latency_ms"] * 1e6 / (df["B"] * df["H"]))
+    large = t[t["large"]].groupby(["device", "kernel"])["ns_per_element"].agg(large_rows="size", ns_per_element="median")
+    return (t.groupby(["device", "kernel"])
+             .agg(rows=("agrees", "size"), rule_share=("agrees", "mean"), f_vec_cuda_min=("f_vec_cuda", "min"),
+                  f_vec_cuda_max=("f_vec_cuda", "max"), f_vec_a3_min=("f_vec_a3", "min"), f_vec_a3_max=("f_vec_a3", "max"))
+             .join(large).reset_index())
+
+
 AMD_TILES = np.array(sorted(GEMM_TILE_CANDIDATES_AMD), dtype=float)   # (C, 2): the tiles the AMD GEMM rows ran
 
 
@@ -131,18 +195,19 @@ def amd_tile_forest(variant: str = "all"):
 
 
 def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, match_steps: bool = True,
-              spec_tiles: str | None = None) -> NeuSightPredictor:
+              spec_tiles: str | None = None, rocm_softmax: bool = True) -> NeuSightPredictor:
     """The AMD model of one class and variant (cfg: a predictor config, default AMD_CONFIGS; match_steps: amendment
     A1, False for the models before it), trained or loaded from figures/predictors/ or build/predictors/
     (lib.train.cached); a GEMM model carries the variant's tile classifier where spec_tiles (None: AMD_SPEC_TILES) is
-    'classifier' (notebook 06)."""
+    'classifier'; a softmax model learns and forecasts with ROCm's f_vec where rocm_softmax (amendment A3, False for
+    the models before it) (notebook 06)."""
     cfg = AMD_CONFIGS[op_class] if cfg is None else cfg
     rule = spec_tiles or AMD_SPEC_TILES
     if rule not in ("autotune", "classifier"):
         raise PredictorError(f"AMD spec_tiles must be 'autotune' or 'classifier', got {spec_tiles!r}")
     parsed = make_config(cfg)
     if cfg.get("ensemble", 1) != 1:
-        return ensemble([train_amd(op_class, variant, member, match_steps, spec_tiles)
+        return ensemble([train_amd(op_class, variant, member, match_steps, spec_tiles, rocm_softmax)
                          for member in ensemble_members(cfg)])
     train_cfg, max_rows, features, validation, device_factors, overhead, hold_mem, held_out = parsed
     if (validation, device_factors, overhead, hold_mem, held_out) != ("none", False, None, False, None):
@@ -152,10 +217,13 @@ def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, matc
     # A1's models add to the key what their epochs are computed from (NVIDIA's data and the rule), so that a cache hit
     # counts no rows; the models before it keep their keys.
     steps = ("steps-matched", fingerprint("nvidia"), _code_text(steps_matched)) if match_steps else ()
+    # A3 changes the softmax rows alone, so only A3's softmax models add it to the key (the other classes' keep theirs).
+    rule_rows = rocm_softmax and op_class == "SOFTMAX"
+    a3 = ("rocm-softmax", _code_text(smem_softmax), _code_text(rocm_softmax_vec)) if rule_rows else ()
     key = train_mod.cache_key("neusight-amd", op_class, train_cfg, max_rows, names, variant, fingerprint("amd"),
                               *[_code_text(c) for c in (*CODE, *TABLE_CODE)], *_own_code(),
                               *[_code_text(f) for f in (amd_rows, held_out_shapes, variant_rows, _rows_for_fit)],
-                              HELD_OUT_SHAPE_SHARE, SPLIT_SEED, *steps)
+                              HELD_OUT_SHAPE_SHARE, SPLIT_SEED, *steps, *a3)
     short = variant if variant in ("all", "shapes") else "only" + variant.split()[-1]   # 'onlyMI100'
     name = f"neusight-amd-{op_class}-{train_cfg.layers}x{train_cfg.width}-{short}"
 
@@ -163,7 +231,9 @@ def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, matc
     # code text, which every NVIDIA model's cache key holds (about 3 h 40 min of retraining), so the AMD rows are
     # swapped in for the one call instead.
     def fit():
-        table = _rows_for_fit(op_class, variant)
+        rows = _rows_for_fit(op_class, variant)
+        def table(*args, **kwargs):
+            return rocm_softmax_vec(rows(*args, **kwargs)) if rule_rows else rows(*args, **kwargs)
         run_cfg = steps_matched(train_cfg, _nvidia_rows(op_class, max_rows, train_cfg.seed),
                                 len(table(op_class, max_rows, train_cfg.seed))) if match_steps else train_cfg
         with mock.patch.object(predictors_mod, "training_table", table):
@@ -171,14 +241,14 @@ def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, matc
     state, info = train_mod.cached(name, key, fit)
     forest = amd_tile_forest(variant) if rule == "classifier" and op_class in GEMM_CLASSES else None
     return from_state(op_class, state, info, parsed, 0, tile_candidates=tuple(sorted(GEMM_TILE_CANDIDATES_AMD)),
-                      tile_forest=forest)
+                      tile_forest=forest, feature_rule=rocm_softmax_vec if rule_rows else None)
 
 
 def amd_predictors(variant: str = "all", cfg: dict | None = None, match_steps: bool = True,
-                   spec_tiles: str | None = None) -> dict[str, NeuSightPredictor]:
+                   spec_tiles: str | None = None, rocm_softmax: bool = True) -> dict[str, NeuSightPredictor]:
     """{op class: AMD model} for lib.kernels / lib.forecast's cfg_by_class; cfg: one config for every class (the
-    smoke run's), None = AMD_CONFIGS; match_steps and spec_tiles as train_amd's (notebook 06)."""
-    return {c: train_amd(c, variant, cfg, match_steps, spec_tiles) for c in OP_CLASSES}
+    smoke run's), None = AMD_CONFIGS; match_steps, spec_tiles and rocm_softmax as train_amd's (notebook 06)."""
+    return {c: train_amd(c, variant, cfg, match_steps, spec_tiles, rocm_softmax) for c in OP_CLASSES}
 
 
 def steps_table(cfg: dict | None = None) -> pd.DataFrame:
@@ -200,19 +270,25 @@ def steps_table(cfg: dict | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def training_fit(cfg: dict | None = None, match_steps: bool = True) -> pd.DataFrame:
-    """Per op class: the 'all' model's MAPE on the rows it learned from (every MI100 and MI210 row under the full
-    configs; oracle tiles): how well it fits, not how well it forecasts (notebook 06)."""
+def own_rows_forecast(op_class: str, cfg: dict | None = None, match_steps: bool = True,
+                      rocm_softmax: bool = True) -> pd.DataFrame:
+    """Every MI100 and MI210 row of a class that the 'all' model learned from (load_kernels' columns), with pred_ms, that
+    model's forecast with oracle tiles (cfg as amd_predictors'; match_steps, rocm_softmax: train_amd's) (notebook 06)."""
     from .kernels import predict_by_device
+    rows = amd_rows(op_class)
+    raw = rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
+    model = train_amd(op_class, "all", cfg, match_steps, rocm_softmax=rocm_softmax)
+    return raw.assign(pred_ms=predict_by_device(raw, tiles="oracle", cfg_by_class={op_class: model}))
+
+
+def training_fit(cfg: dict | None = None, match_steps: bool = True, rocm_softmax: bool = True) -> pd.DataFrame:
+    """Per op class: the 'all' model's MAPE on the rows it learned from (every MI100 and MI210 row under the full
+    configs; oracle tiles): how well it fits, not how well it forecasts (match_steps, rocm_softmax: train_amd's)
+    (notebook 06)."""
     from .metrics import ape
-    out = []
-    for op_class in OP_CLASSES:
-        rows = amd_rows(op_class)
-        raw = rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
-        model = train_amd(op_class, "all", cfg, match_steps)
-        pred = predict_by_device(raw, tiles="oracle", cfg_by_class={op_class: model})
-        out.append(dict(op_class=op_class, kernels=len(raw), mape=float(ape(pred, raw["latency_ms"]).mean())))
-    return pd.DataFrame(out)
+    fits = {c: own_rows_forecast(c, cfg, match_steps, rocm_softmax) for c in OP_CLASSES}
+    return pd.DataFrame([dict(op_class=c, kernels=len(f), mape=float(ape(f["pred_ms"], f["latency_ms"]).mean()))
+                         for c, f in fits.items()])
 
 
 def paper_amd_table(mode: str, path: Path | None = None) -> pd.DataFrame:
@@ -251,10 +327,11 @@ AMD_METHODS = {"amd_spec": "NeuSight, AMD-trained (spec-only tiles)", "amd_oracl
 SETTINGS = ("held-out shapes", "GPU never trained on")
 
 
-def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, match_steps: bool = True) -> pd.DataFrame:
+def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, match_steps: bool = True,
+                     rocm_softmax: bool = True) -> pd.DataFrame:
     """Every AMD kernel of both settings with its forecasts (ms: AMD_METHODS columns, and amd_autotune and
-    amd_classifier, amendment A2's two spec-only rules); cfg and match_steps as amd_predictors', nvidia_cfg as
-    lib.kernels' cfg_by_class for the NVIDIA-trained column (None: the defaults) (notebook 06)."""
+    amd_classifier, amendment A2's two spec-only rules); cfg, match_steps and rocm_softmax as amd_predictors',
+    nvidia_cfg as lib.kernels' cfg_by_class for the NVIDIA-trained column (None: the defaults) (notebook 06)."""
     from .kernels import predict_by_device
     frames = []
     for op_class in OP_CLASSES:
@@ -265,7 +342,7 @@ def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, ma
         parts += [("GPU never trained on", gpu, (rows["device"] != gpu).to_numpy()) for gpu in TRAIN_GPUS_AMD]
         for setting, variant, mask in parts:
             these = raw[mask].reset_index(drop=True)
-            model = train_amd(op_class, variant, cfg, match_steps)
+            model = train_amd(op_class, variant, cfg, match_steps, rocm_softmax=rocm_softmax)
             forest = amd_tile_forest(variant) if op_class in GEMM_CLASSES else None
             by_rule = {rule: predict_by_device(these, tiles="spec",
                                                cfg_by_class={op_class: replace(model, tile_forest=f)})

@@ -74,6 +74,8 @@ class NeuSightPredictor:
                                            # None: the NVIDIA training GPUs', lib.tiles.GEMM_TILE_CANDIDATES)
     tile_forest: object = None   # GEMMs: a classifier over tile_candidates that chooses the spec-only tiles in place
                                  # of autotune (lib.tile_choice.fit_tile_classifier; lib.amd, amendment A2)
+    feature_rule: object = None   # a function of a featured table that puts a vendor's launch facts in place of
+                                  # lib.features' before the inputs are read (lib.amd.rocm_softmax_vec, amendment A3)
 
     def inputs(self, feat: pd.DataFrame) -> np.ndarray:
         """Standardized model inputs, each clipped to its training range first.
@@ -82,6 +84,8 @@ class NeuSightPredictor:
         utilization of the nearest trained kernels (e.g. the largest ones, whose utilization
         has saturated), which is what the wave model expects of ever larger kernels.
         """
+        if self.feature_rule is not None:
+            feat = self.feature_rule(feat)
         if self.mem_per_sm_gb is not None and "f_mem" in self.features:
             feat = hold_mem_term(feat, self.mem_per_sm_gb)
         x = np.clip(model_inputs(feat, self.op_class, self.features), self.lo, self.hi)

@@ -186,3 +186,72 @@ def test_spec_tile_choice_by_hand():
     assert t.loc["autotune", ["BMM", "FC", "mean"]].astype(float).tolist() == pytest.approx([5, 50, 27.5])
     assert t.loc["classifier", ["BMM", "FC", "mean"]].astype(float).tolist() == pytest.approx([10, 10, 10])
     assert t["chosen"].tolist() == [False, True]
+
+
+def test_smem_softmax_by_hand():
+    # H <= 1024: the warp kernel; else H a multiple of 4 that fits 65,536 bytes of shared memory less one float per
+    # 64-lane wavefront: H = 16,372 and 16,376 take 512 threads (floor(min(H / 4, 1024) / 2) = 512), so 8 floats of
+    # reduction and (65,536 - 32) / 4 = 16,376 elements at most (strictly fewer)
+    H = [4, 1024, 1025, 1028, 2048, 2050, 16372, 16376]
+    assert amd.smem_softmax(H).tolist() == [False, False, False, True, True, False, True, False]
+    assert amd.rocm_softmax_kernel(H).tolist() == ["warp", "warp", "block", "smem", "smem", "block", "smem", "block"]
+
+
+def test_rocm_softmax_vec_sets_the_shared_memory_rows_only():
+    feat = pd.DataFrame({"op": ["softmax", "softmax", "softmax", "ln"], "H": [2048.0, 2050.0, 512.0, 2048.0],
+                         "f_vec": [0.3, 0.4, 0.0, 1.0]})
+    out = amd.rocm_softmax_vec(feat)
+    assert out["f_vec"].tolist() == [1.0, 0.4, 0.0, 1.0]
+    assert feat["f_vec"].tolist() == [0.3, 0.4, 0.0, 1.0]       # the caller's table is left as it was
+    no_h = pd.DataFrame({"op": ["bmm"], "f_vec": [1.0]})
+    assert amd.rocm_softmax_vec(no_h) is no_h
+
+
+def test_softmax_kernels_the_rule_names_every_amd_rows_kernel():
+    t = amd.softmax_kernels()
+    assert set(t["kernel"]) == {"warp", "block", "smem"} and (t["rule_share"] == 1).all()
+    assert t["rows"].sum() == len(amd.amd_rows("SOFTMAX"))
+    smem = t[t["kernel"] == "smem"]
+    assert (smem["f_vec_a3_min"] == 1).all() and (smem["f_vec_cuda_min"] < 1).all()
+    block = t[t["kernel"] == "block"].set_index("device")
+    assert (block["f_vec_a3_max"] < 1).all() and (block["f_vec_a3_max"] == block["f_vec_cuda_max"]).all()
+
+
+def test_a3_softmax_models_learn_and_forecast_with_rocms_f_vec(tmp_path, monkeypatch):
+    from lib.features import add_features
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    from lib.utilization import input_names
+    gpu = TRAIN_GPUS_AMD[0]
+    cfg = {**TINY, "features": amd.AMD_CONFIGS["SOFTMAX"]["features"]}
+    a3 = amd.train_amd("SOFTMAX", gpu, cfg)
+    old = amd.train_amd("SOFTMAX", gpu, cfg, rocm_softmax=False)
+    assert a3.feature_rule is amd.rocm_softmax_vec and old.feature_rule is None
+    assert not a3.info["cached"] and not old.info["cached"]       # two keys, two models
+    assert amd.train_amd("LN", gpu, TINY).feature_rule is None
+    # f_vec's training range reaches 1 only with A3 (no training row is loaded wholly as 4-vectors by CUDA's rule)
+    vec = input_names("SOFTMAX", a3.features).index("f_vec")
+    assert a3.hi[vec] == 1 and old.hi[vec] < 1
+    feat = add_features(pd.DataFrame({"op": ["softmax"] * 2, "B": [4096, 4096], "H": [3000.0, 3001.0]})
+                        .assign(**device_by_name(gpu).spec_columns()), tiles="oracle")
+    assert feat["f_vec"].max() < 1
+    assert np.array_equal(a3.inputs(feat), replace_rule(a3).inputs(amd.rocm_softmax_vec(feat)))
+    assert not np.array_equal(a3.inputs(feat)[0], replace_rule(a3).inputs(feat)[0])   # H = 3000 runs Smem
+    assert np.array_equal(a3.inputs(feat)[1], replace_rule(a3).inputs(feat)[1])       # H = 3001 does not
+
+
+def replace_rule(p):
+    """The predictor without its feature rule."""
+    from dataclasses import replace
+    return replace(p, feature_rule=None)
+
+
+def test_own_rows_forecast_is_the_all_models_forecast_of_every_row(tmp_path, monkeypatch):
+    from lib.kernels import predict_by_device
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    f = amd.own_rows_forecast("LN", TINY)
+    assert len(f) == len(amd.amd_rows("LN")) and set(f["device"]) == set(TRAIN_GPUS_AMD)
+    model = amd.train_amd("LN", "all", TINY)
+    assert f["pred_ms"].to_numpy() == pytest.approx(
+        predict_by_device(f.drop(columns="pred_ms"), tiles="oracle", cfg_by_class={"LN": model}), rel=1e-9)
+    fit = amd.training_fit(TINY).set_index("op_class")
+    assert fit.loc["LN", "mape"] == pytest.approx((f["pred_ms"] / f["latency_ms"] - 1).abs().mean() * 100)

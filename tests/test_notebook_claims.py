@@ -1423,8 +1423,8 @@ def test_04_own_measurements_driver_spec():
 
 
 def test_06_amd_reading():
-    """Notebook 06's reading: the AMD models end to end against the paper, amendments A1 and A2, per kernel, trained on
-    one GPU, and the MI250 against the MI210 (06-amd-*)."""
+    """Notebook 06's reading: the AMD models end to end against the paper, amendments A1, A2 and A3, per kernel, trained
+    on one GPU, and the MI250 against the MI210 (06-amd-*)."""
     from lib import amd
     mi100, mi210, mi250 = (f"AMD Instinct MI{n}" for n in (100, 210, 250))
     h = table("06-amd-e2e-summary").set_index(["mode", "device"])
@@ -1441,25 +1441,29 @@ def test_06_amd_reading():
     says(NB06, f"With {gpus['labels'].min():.0f} to {gpus['labels'].max():.0f} labels per GPU and mode")
     says(NB06, f"the MI250's training interval runs from {ood_train['ours_ci_lo']:.1f}% to {ood_train['ours_ci_hi']:.1f}%")
     a = table("06-amd-amendments-e2e").set_index(["mode", "device"])
-    assert (a["A1 + A2"] - h.loc[a.index, "ours"]).abs().max() < 1e-9                   # "both together": the headline
+    every = "A1 + A2 + A3"
+    assert (a[every] - h.loc[a.index, "ours"]).abs().max() < 1e-9                     # "all three": the headline
     ai, at = a.loc[("inference", "all AMD GPUs")], a.loc[("training", "all AMD GPUs")]
     oi, ot = a.loc[("inference", mi250)], a.loc[("training", mi250)]
-    assert ai["A1 + A2"] > ai["neither"] and at["A1 + A2"] < at["neither"]       # "cost inference"
+    assert ai[every] > ai["neither"] and at[every] < at["neither"]               # "cost inference"
     says(NB06, f"before them the mean APE was {ai['neither']:.1f}% for inference and {at['neither']:.1f}% for training "
                f"(the MI250: {oi['neither']:.1f}% and {ot['neither']:.1f}%); A1 alone gave {ai['A1 only']:.1f}% and "
-               f"{at['A1 only']:.1f}%, both together {ai['A1 + A2']:.1f}% and {at['A1 + A2']:.1f}%")
+               f"{at['A1 only']:.1f}%, A1 and A2\n  {ai['A1 + A2']:.1f}% and {at['A1 + A2']:.1f}%, all three "
+               f"{ai[every]:.1f}% and {at[every]:.1f}%")
     e = table("06-amd-e2e")
     i = e[e["mode"] == "inference"]
     says(NB06, f"{(i['amd_ms'] > i['e2e_ms']).sum()} of the {len(i)} inference labels are now forecast too slow, at a "
                f"median {(i['amd_ms'] / i['e2e_ms']).median():.2f} of the measured time")
     lay = table("06-amd-layer-by-class").set_index(["models", "mode", "phase", "cls"])["measured_over_forecast"]
     ly = lambda m, c: lay[(m, "inference", "fw", c)]
+    assert all(ly(every, c) == ly("A1 + A2", c) for c in ("BMM", "FC", "EW", "LN"))   # A3 moves softmax alone
     says(NB06, f"(measured over forecast, inference: BMM {ly('A1 + A2', 'BMM'):.2f} and FC {ly('A1 + A2', 'FC'):.2f}; "
-               f"before them {ly('neither', 'BMM'):.2f} and {ly('neither', 'FC'):.2f}), while softmax stays forecast too "
-               f"slow ({ly('A1 + A2', 'SOFTMAX'):.2f}; before them {ly('neither', 'SOFTMAX'):.2f})")
+               f"before them {ly('neither', 'BMM'):.2f} and {ly('neither', 'FC'):.2f}), while\n  softmax stays forecast "
+               f"too slow ({ly('A1 + A2', 'SOFTMAX'):.2f} after A1 and A2, {ly(every, 'SOFTMAX'):.2f} with A3; before them "
+               f"{ly('neither', 'SOFTMAX'):.2f})")
     reach = table("06-amd-softmax-reach")
     assert (reach["measured_over_forecast"] < 1).all()                           # "every inference label's softmax"
-    says(NB06, f"{reach['measured_over_forecast'].min():.2f} to {reach['measured_over_forecast'].max():.2f})")
+    says(NB06, f"{reach['measured_over_forecast'].min():.2f}\n  to {reach['measured_over_forecast'].max():.2f})")
     bert = reach[reach["model"] == "bert_large"]["times_training_max"].sort_values()
     long_ = reach[reach["seq"] == 2048]["times_training_max"]
     says(NB06, f"whose softmax is {bert.iloc[0]:.2f} and {bert.iloc[1]:.2f} times the largest AMD training kernel, "
@@ -1521,7 +1525,27 @@ def test_06_amd_reading():
     assert (short["rule_share"] < 0.05).all() and (ew["rule_share"] < 0.01).all()   # "nearly a constant factor"
     says(NB06, f"twice the rule's blocks for the shorter softmax rows (a median {short['median_ratio'].median():.1f} times) "
                f"and half of them for element-wise kernels ({ew['median_ratio'].median():.1f} times)")
-    says(NB06, f"are forecast at {held('EW'):.1f}% on held-out shapes, and softmax at {held('SOFTMAX'):.1f}%\n  once A1 fits it")
+    says(NB06, f"are forecast at {held('EW'):.1f}% on held-out shapes, and softmax at {ho.loc['SOFTMAX', 'after']:.1f}%\n  "
+               f"once A1 fits it ({held('SOFTMAX'):.1f}% with A3)")
+    # A3: the rule names every row's kernel; the kernels' speeds; held-out shapes, the fit, the labels
+    sk = table("06-amd-softmax-kernels").set_index(["kernel", "device"])
+    assert (sk["rule_share"] == 1).all() and sk["rows"].sum() == 3830
+    assert (sk.loc["smem", "f_vec_a3_min"] == 1).all() and (sk.loc["block", "f_vec_a3_max"] < 1).all()
+    ns = sk["ns_per_element"]
+    says(NB06, f"take {ns[('smem', mi100)]:.4f} and {ns[('smem', mi210)]:.4f} ns per element on the MI100 and MI210 "
+               f"against {ns[('block', mi100)]:.4f} and {ns[('block', mi210)]:.4f} for the block kernel")
+    a3 = table("06-amd-a3-perop").set_index(["setting", "kernel", "rows"])
+    smem_held, smem_fit = a3.loc[("held-out shapes", "smem", "all")], a3.loc[("training rows (fit)", "smem", "large")]
+    says(NB06, f"held-out shapes A3 takes softmax from {ho.loc['SOFTMAX', 'after']:.1f}% to {held('SOFTMAX'):.1f}% and the "
+               f"shared-memory rows from {smem_held['mape_before']:.1f}% to {smem_held['mape_after']:.1f}%, but these are\n"
+               f"  still forecast {smem_held['median_ratio_after']:.2f} times too slow (median)")
+    says(NB06, f"forecasts the large shared-memory ones at a median {smem_fit['median_ratio_after']:.2f} times their time "
+               f"({smem_fit['median_ratio_before']:.2f} before A3), the large block\n  ones at "
+               f"{a3.loc[('training rows (fit)', 'block', 'large'), 'median_ratio_after']:.2f}")
+    long_nodes = reach[reach["seq"] == 2048]
+    says(NB06, f"their softmax moves from {long_nodes['measured_over_forecast_before_a3'].median():.2f} to "
+               f"{long_nodes['measured_over_forecast'].median():.2f} of the forecast for the 2,048-token models, and the "
+               f"inference labels'\n  mean APE from {ai['A1 + A2']:.1f}% to {ai[every]:.1f}%")
 
 
 NB07 = "07-forecast-distributed.ipynb"
