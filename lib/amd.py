@@ -163,20 +163,29 @@ def rocm_softmax_vec(feat: pd.DataFrame) -> pd.DataFrame:
 LARGE_SOFTMAX_ELEMENTS = 1e7
 
 
-def softmax_kernels() -> pd.DataFrame:
-    """Per AMD training GPU and softmax kernel: rows, rule_share (rocm_softmax_kernel names it), the range
-    of f_vec by CUDA's rule and by A3's, and the large rows' count and median ns per element (notebook 06)."""
+def softmax_rows() -> pd.DataFrame:
+    """Every AMD training softmax row (load_kernels' columns) with the kernel it ran (from its name), whether
+    rocm_softmax_kernel names it (agrees), f_vec by CUDA's rule and by A3's, elements (B x H) and ns_per_element
+    (notebook 06)."""
     from .tiles import softmax_vector_share
     df = load_kernels(ops="softmax", devices=list(TRAIN_GPUS_AMD), vendor="amd")
     name = df["kernel_name"]
     kernel = np.where(name.str.contains("SoftMaxForwardSmem"), "smem",
                       np.where(name.str.contains("softmax_warp_forward"), "warp", "block"))
     cuda_vec = softmax_vector_share(df["H"])
-    t = df.assign(kernel=kernel, agrees=rocm_softmax_kernel(df["H"]) == kernel, f_vec_cuda=cuda_vec,
-                  f_vec_a3=np.where(smem_softmax(df["H"]), 1.0, cuda_vec),
-                  large=df["B"] * df["H"] > LARGE_SOFTMAX_ELEMENTS,
-                  ns_per_element=df["latency_ms"] * 1e6 / (df["B"] * df["H"]))
-    large = t[t["large"]].groupby(["device", "kernel"])["ns_per_element"].agg(large_rows="size", ns_per_element="median")
+    elements = df["B"] * df["H"]
+    return df.assign(kernel=kernel, agrees=rocm_softmax_kernel(df["H"]) == kernel, f_vec_cuda=cuda_vec,
+                     f_vec_a3=np.where(smem_softmax(df["H"]), 1.0, cuda_vec), elements=elements,
+                     ns_per_element=df["latency_ms"] * 1e6 / elements)
+
+
+def softmax_kernels(rows: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per AMD training GPU and softmax kernel (rows: softmax_rows(), the default): rows, rule_share
+    (rocm_softmax_kernel names it), the range of f_vec by CUDA's rule and by A3's, and the large rows' count and median
+    ns per element (notebook 06)."""
+    t = softmax_rows() if rows is None else rows
+    large = (t[t["elements"] > LARGE_SOFTMAX_ELEMENTS].groupby(["device", "kernel"])["ns_per_element"]
+             .agg(large_rows="size", ns_per_element="median"))
     return (t.groupby(["device", "kernel"])
              .agg(rows=("agrees", "size"), rule_share=("agrees", "mean"), f_vec_cuda_min=("f_vec_cuda", "min"),
                   f_vec_cuda_max=("f_vec_cuda", "max"), f_vec_a3_min=("f_vec_a3", "min"), f_vec_a3_max=("f_vec_a3", "max"))

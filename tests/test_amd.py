@@ -208,7 +208,11 @@ def test_rocm_softmax_vec_sets_the_shared_memory_rows_only():
 
 
 def test_softmax_kernels_the_rule_names_every_amd_rows_kernel():
-    t = amd.softmax_kernels()
+    rows = amd.softmax_rows()
+    r = rows.iloc[0]
+    assert r["elements"] == r["B"] * r["H"] and r["ns_per_element"] == pytest.approx(r["latency_ms"] * 1e6 / r["elements"])
+    t = amd.softmax_kernels(rows)
+    assert t.equals(amd.softmax_kernels())
     assert set(t["kernel"]) == {"warp", "block", "smem"} and (t["rule_share"] == 1).all()
     assert t["rows"].sum() == len(amd.amd_rows("SOFTMAX"))
     smem = t[t["kernel"] == "smem"]
