@@ -192,6 +192,26 @@ def softmax_kernels(rows: pd.DataFrame | None = None) -> pd.DataFrame:
              .join(large).reset_index())
 
 
+# Whether a model tells the two block kernels apart: twin softmax shapes, B rows of H elements (a multiple of 4, the
+# shared-memory kernel) and of H - 1 (the block kernel), forecast on one AMD GPU's spec; per pair
+#   smem_over_block = (forecast ms / (B x H)) / (forecast ms / (B x (H - 1)))      [time per element]
+TWIN_LENGTHS = (1028, 1536, 2048, 3072, 4000)
+TWIN_ROWS = (4096, 65536)
+
+
+def softmax_twins(models: dict, device: str = TRAIN_GPUS_AMD[1]) -> pd.DataFrame:
+    """Per twin pair (TWIN_ROWS x TWIN_LENGTHS): the forecast ns per element of the shared-memory row and of the block row
+    one element shorter, and smem_over_block, by models (amd_predictors') on device's spec (notebook 06)."""
+    from .devices import device_by_name
+    from .kernels import predict_kernels
+    pairs = pd.DataFrame([(b, h) for b in TWIN_ROWS for h in TWIN_LENGTHS], columns=["B", "H"])
+    shapes = pd.concat([pairs.assign(op="softmax"), pairs.assign(op="softmax", H=pairs["H"] - 1)], ignore_index=True)
+    ns = predict_kernels(shapes, device_by_name(device), cfg_by_class=models) * 1e6 / (shapes["B"] * shapes["H"])
+    smem, block = ns[:len(pairs)].to_numpy(), ns[len(pairs):].to_numpy()
+    return pairs.assign(device=device, smem_ns_per_element=smem, block_ns_per_element=block,
+                        smem_over_block=smem / block)
+
+
 AMD_TILES = np.array(sorted(GEMM_TILE_CANDIDATES_AMD), dtype=float)   # (C, 2): the tiles the AMD GEMM rows ran
 
 

@@ -259,3 +259,15 @@ def test_own_rows_forecast_is_the_all_models_forecast_of_every_row(tmp_path, mon
         predict_by_device(f.drop(columns="pred_ms"), tiles="oracle", cfg_by_class={"LN": model}), rel=1e-9)
     fit = amd.training_fit(TINY).set_index("op_class")
     assert fit.loc["LN", "mape"] == pytest.approx((f["pred_ms"] / f["latency_ms"] - 1).abs().mean() * 100)
+
+
+def test_softmax_twins_by_hand(tmp_path, monkeypatch):
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    models = {"SOFTMAX": amd.train_amd("SOFTMAX", TRAIN_GPUS_AMD[0], TINY)}
+    t = amd.softmax_twins(models)
+    assert len(t) == len(amd.TWIN_ROWS) * len(amd.TWIN_LENGTHS) and (amd.smem_softmax(t["H"])).all()
+    assert not amd.smem_softmax(t["H"] - 1).any()                       # each twin runs the block kernel
+    r = t.iloc[-1]
+    shapes = pd.DataFrame({"op": ["softmax"] * 2, "B": [r["B"]] * 2, "H": [r["H"], r["H"] - 1]})
+    ms = predict_kernels(shapes, device_by_name(TRAIN_GPUS_AMD[1]), cfg_by_class=models)
+    assert r["smem_over_block"] == pytest.approx((ms[0] / r["H"]) / (ms[1] / (r["H"] - 1)), rel=1e-6)

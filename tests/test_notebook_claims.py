@@ -1542,6 +1542,12 @@ def test_06_amd_reading():
     says(NB06, f"forecasts the large shared-memory ones at a median {smem_fit['median_ratio_after']:.2f} times their time "
                f"({smem_fit['median_ratio_before']:.2f} before A3), the large block\n  ones at "
                f"{a3.loc[('training rows (fit)', 'block', 'large'), 'median_ratio_after']:.2f}")
+    tw = table("06-amd-softmax-twins")
+    after = tw[tw["models"] == "after A3"]["smem_over_block"]
+    measured = [ns[("smem", g)] / ns[("block", g)] for g in (mi100, mi210)]
+    assert after.min() > max(measured)                                           # "has not learned"
+    says(NB06, f"it forecasts the shared-memory row at {after.min():.2f} to {after.max():.2f} times the block row's time "
+               f"per element, where the large rows measure {min(measured):.2f} to {max(measured):.2f}")
     long_nodes = reach[reach["seq"] == 2048]
     says(NB06, f"their softmax moves from {long_nodes['measured_over_forecast_before_a3'].median():.2f} to "
                f"{long_nodes['measured_over_forecast'].median():.2f} of the forecast for the 2,048-token models, and the "

@@ -1038,6 +1038,13 @@ def test_amd_as_the_readme_says():
     a3 = table("06-amd-a3-perop").set_index(["setting", "kernel", "rows"]).loc[("held-out shapes", "smem", "all")]
     say(f"those rows are still forecast {a3['median_ratio_after']:.2f} times too slow ({a3['mape_before']:.1f}% to "
         f"{a3['mape_after']:.1f}%)")
+    tw = table("06-amd-softmax-twins")
+    after = tw[tw["models"] == "after A3"]["smem_over_block"]
+    ns = sk["ns_per_element"]
+    measured = [ns[("smem", g)] / ns[("block", g)] for g in (mi100, mi210)]
+    assert after.min() > max(measured)
+    say(f"the shared-memory row at {after.min():.2f} to {after.max():.2f} times the block row's time per element, where "
+        f"the large rows measure {min(measured):.2f} to {max(measured):.2f}: the models have not learned the kernel")
     st = table("06-amd-steps")
     ratio = st["nvidia_rows"] / st["amd_rows"]
     every = st[st["variant"] == "all"].set_index("op_class")
