@@ -212,6 +212,23 @@ def softmax_twins(models: dict, device: str = TRAIN_GPUS_AMD[1]) -> pd.DataFrame
                         smem_over_block=smem / block)
 
 
+# What a softmax model makes of f_vec alone: one block-kernel shape (F_VEC_PROBE: B rows of H elements, H - 1 of a twin),
+# featured on one AMD GPU's spec, forecast with f_vec set to each of F_VEC_VALUES, every other input as it is.
+F_VEC_PROBE = (TWIN_ROWS[-1], 2047)
+F_VEC_VALUES = tuple(np.round(np.linspace(0, 1, 11), 1))
+
+
+def f_vec_response(model: NeuSightPredictor, device: str = TRAIN_GPUS_AMD[1]) -> pd.DataFrame:
+    """Per value of F_VEC_VALUES: a softmax model's forecast ns per element of F_VEC_PROBE on device's spec with f_vec set
+    to it (notebook 06)."""
+    from .devices import device_by_name
+    B, H = F_VEC_PROBE
+    shape = pd.DataFrame({"op": ["softmax"], "B": [B], "H": [float(H)]}).assign(**device_by_name(device).spec_columns())
+    feat = add_features(shape, tiles="oracle")
+    ms = [model.predict(feat.assign(f_vec=v))[0] for v in F_VEC_VALUES]
+    return pd.DataFrame({"f_vec": F_VEC_VALUES, "ns_per_element": np.array(ms) * 1e6 / (B * H)})
+
+
 AMD_TILES = np.array(sorted(GEMM_TILE_CANDIDATES_AMD), dtype=float)   # (C, 2): the tiles the AMD GEMM rows ran
 
 

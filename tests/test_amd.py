@@ -271,3 +271,17 @@ def test_softmax_twins_by_hand(tmp_path, monkeypatch):
     shapes = pd.DataFrame({"op": ["softmax"] * 2, "B": [r["B"]] * 2, "H": [r["H"], r["H"] - 1]})
     ms = predict_kernels(shapes, device_by_name(TRAIN_GPUS_AMD[1]), cfg_by_class=models)
     assert r["smem_over_block"] == pytest.approx((ms[0] / r["H"]) / (ms[1] / (r["H"] - 1)), rel=1e-6)
+
+
+def test_f_vec_response_sets_f_vec_alone(tmp_path, monkeypatch):
+    from lib.features import add_features
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    cfg = {**TINY, "features": amd.AMD_CONFIGS["SOFTMAX"]["features"]}
+    model = amd.train_amd("SOFTMAX", TRAIN_GPUS_AMD[0], cfg)
+    t = amd.f_vec_response(model)
+    assert t["f_vec"].tolist() == list(amd.F_VEC_VALUES) and t["f_vec"].iloc[[0, -1]].tolist() == [0, 1]
+    B, H = amd.F_VEC_PROBE
+    assert not amd.smem_softmax(H)          # the rule leaves the probe's f_vec as set
+    feat = add_features(pd.DataFrame({"op": ["softmax"], "B": [B], "H": [float(H)]})
+                        .assign(**device_by_name(TRAIN_GPUS_AMD[1]).spec_columns()), tiles="oracle")
+    assert t["ns_per_element"].iloc[-1] == pytest.approx(model.predict(feat.assign(f_vec=1.0))[0] * 1e6 / (B * H))

@@ -1548,6 +1548,10 @@ def test_06_amd_reading():
     assert after.min() > max(measured)                                           # "has not learned"
     says(NB06, f"it forecasts the shared-memory row at {after.min():.2f} to {after.max():.2f} times the block row's time "
                f"per element, where the large rows measure {min(measured):.2f} to {max(measured):.2f}")
+    fv = table("06-amd-f-vec-response")
+    fv = fv[fv["models"] == "after A3"].sort_values("f_vec")["ns_per_element"]
+    assert (fv.diff().dropna() > 0).all()                                        # "rises at every step"
+    says(NB06, f"rises at every step, from {fv.iloc[0]:.4f} to {fv.iloc[-1]:.4f} ns per element")
     long_nodes = reach[reach["seq"] == 2048]
     says(NB06, f"their softmax moves from {long_nodes['measured_over_forecast_before_a3'].median():.2f} to "
                f"{long_nodes['measured_over_forecast'].median():.2f} of the forecast for the 2,048-token models, and the "
