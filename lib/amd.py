@@ -156,6 +156,26 @@ def rocm_softmax_vec(feat: pd.DataFrame) -> pd.DataFrame:
     return feat.assign(f_vec=np.where(smem, 1.0, feat["f_vec"].to_numpy(float))) if smem.any() else feat
 
 
+# Amendment A4, decided with its criterion before any A4 model was trained or scored: A3 put the shared-memory rows at
+# f_vec = 1, the end of a feature whose other values belong to the block kernel, and the models fitted a smooth trend
+# along it (f_vec_response), so they forecast those rows much as the block kernel's (softmax_twins). A4 gives the AMD
+# softmax model one more input, on top of A3's, that names the kernel:
+#   f_smem = 1 where ROCm's PyTorch runs cunn_SoftMaxForwardSmem (smem_softmax), else 0
+# It is the AMD models' default (AMD_SMEM_INPUT) only if its softmax MAPE on the held-out shapes of both AMD GPUs,
+# forecast by the 'shapes' models, is lower than A3's (smem_input_choice): no row of a GPU never trained on, no label.
+SMEM_FEATURE = "f_smem"
+AMD_SMEM_INPUT = False
+
+
+def rocm_softmax_inputs(feat: pd.DataFrame) -> pd.DataFrame:
+    """rocm_softmax_vec's table with the column f_smem: 1 on the softmax rows that run ROCm's shared-memory kernel,
+    else 0 (amendment A4; notebook 06)."""
+    out = rocm_softmax_vec(feat)
+    H = out["H"].to_numpy(float) if "H" in out else np.full(len(out), np.nan)
+    smem = (out["op"].to_numpy() == "softmax") & smem_softmax(np.nan_to_num(H, nan=1.0))
+    return out.assign(**{SMEM_FEATURE: smem.astype(float)})
+
+
 # A3's evidence, from the AMD training rows' kernel names: per GPU and the kernel a row ran (warp: softmax_warp_forward,
 # block: cunn_SoftMaxForward, smem: cunn_SoftMaxForwardSmem), the rows, the share whose kernel rocm_softmax_kernel names,
 # lib.features' f_vec (CUDA's rule) and A3's, and the median time per element of the rows over LARGE_SOFTMAX_ELEMENTS:
@@ -241,20 +261,28 @@ def amd_tile_forest(variant: str = "all"):
 
 
 def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, match_steps: bool = True,
-              spec_tiles: str | None = None, rocm_softmax: bool = True) -> NeuSightPredictor:
+              spec_tiles: str | None = None, rocm_softmax: bool = True,
+              smem_input: bool | None = None) -> NeuSightPredictor:
     """The AMD model of one class and variant (cfg: a predictor config, default AMD_CONFIGS; match_steps: amendment
     A1, False for the models before it), trained or loaded from figures/predictors/ or build/predictors/
     (lib.train.cached); a GEMM model carries the variant's tile classifier where spec_tiles (None: AMD_SPEC_TILES) is
     'classifier'; a softmax model learns and forecasts with ROCm's f_vec where rocm_softmax (amendment A3, False for
-    the models before it) (notebook 06)."""
+    the models before it), and with the input f_smem as well where smem_input (amendment A4, on top of A3 only; None:
+    AMD_SMEM_INPUT) (notebook 06)."""
     cfg = AMD_CONFIGS[op_class] if cfg is None else cfg
     rule = spec_tiles or AMD_SPEC_TILES
     if rule not in ("autotune", "classifier"):
         raise PredictorError(f"AMD spec_tiles must be 'autotune' or 'classifier', got {spec_tiles!r}")
     parsed = make_config(cfg)
     if cfg.get("ensemble", 1) != 1:
-        return ensemble([train_amd(op_class, variant, member, match_steps, spec_tiles, rocm_softmax)
+        return ensemble([train_amd(op_class, variant, member, match_steps, spec_tiles, rocm_softmax, smem_input)
                          for member in ensemble_members(cfg)])
+    # A3 changes the softmax rows alone, so only A3's softmax models add it to the key (the other classes' keep theirs);
+    # A4 adds an input to A3's softmax models
+    rule_rows = rocm_softmax and op_class == "SOFTMAX"
+    a4 = rule_rows and (AMD_SMEM_INPUT if smem_input is None else smem_input)
+    if a4:
+        parsed = (*parsed[:2], (*parsed[2], SMEM_FEATURE), *parsed[3:])
     train_cfg, max_rows, features, validation, device_factors, overhead, hold_mem, held_out = parsed
     if (validation, device_factors, overhead, hold_mem, held_out) != ("none", False, None, False, None):
         raise PredictorError("AMD configs train on every row of a variant: validation 'none', no device_factors, "
@@ -263,9 +291,9 @@ def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, matc
     # A1's models add to the key what their epochs are computed from (NVIDIA's data and the rule), so that a cache hit
     # counts no rows; the models before it keep their keys.
     steps = ("steps-matched", fingerprint("nvidia"), _code_text(steps_matched)) if match_steps else ()
-    # A3 changes the softmax rows alone, so only A3's softmax models add it to the key (the other classes' keep theirs).
-    rule_rows = rocm_softmax and op_class == "SOFTMAX"
     a3 = ("rocm-softmax", _code_text(smem_softmax), _code_text(rocm_softmax_vec)) if rule_rows else ()
+    a3 += ("smem-input", _code_text(rocm_softmax_inputs)) if a4 else ()
+    row_rule = rocm_softmax_inputs if a4 else rocm_softmax_vec
     key = train_mod.cache_key("neusight-amd", op_class, train_cfg, max_rows, names, variant, fingerprint("amd"),
                               *[_code_text(c) for c in (*CODE, *TABLE_CODE)], *_own_code(),
                               *[_code_text(f) for f in (amd_rows, held_out_shapes, variant_rows, _rows_for_fit)],
@@ -279,7 +307,7 @@ def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, matc
     def fit():
         rows = _rows_for_fit(op_class, variant)
         def table(*args, **kwargs):
-            return rocm_softmax_vec(rows(*args, **kwargs)) if rule_rows else rows(*args, **kwargs)
+            return row_rule(rows(*args, **kwargs)) if rule_rows else rows(*args, **kwargs)
         run_cfg = steps_matched(train_cfg, _nvidia_rows(op_class, max_rows, train_cfg.seed),
                                 len(table(op_class, max_rows, train_cfg.seed))) if match_steps else train_cfg
         with mock.patch.object(predictors_mod, "training_table", table):
@@ -287,14 +315,16 @@ def train_amd(op_class: str, variant: str = "all", cfg: dict | None = None, matc
     state, info = train_mod.cached(name, key, fit)
     forest = amd_tile_forest(variant) if rule == "classifier" and op_class in GEMM_CLASSES else None
     return from_state(op_class, state, info, parsed, 0, tile_candidates=tuple(sorted(GEMM_TILE_CANDIDATES_AMD)),
-                      tile_forest=forest, feature_rule=rocm_softmax_vec if rule_rows else None)
+                      tile_forest=forest, feature_rule=row_rule if rule_rows else None)
 
 
 def amd_predictors(variant: str = "all", cfg: dict | None = None, match_steps: bool = True,
-                   spec_tiles: str | None = None, rocm_softmax: bool = True) -> dict[str, NeuSightPredictor]:
+                   spec_tiles: str | None = None, rocm_softmax: bool = True,
+                   smem_input: bool | None = None) -> dict[str, NeuSightPredictor]:
     """{op class: AMD model} for lib.kernels / lib.forecast's cfg_by_class; cfg: one config for every class (the
-    smoke run's), None = AMD_CONFIGS; match_steps, spec_tiles and rocm_softmax as train_amd's (notebook 06)."""
-    return {c: train_amd(c, variant, cfg, match_steps, spec_tiles, rocm_softmax) for c in OP_CLASSES}
+    smoke run's), None = AMD_CONFIGS; match_steps, spec_tiles, rocm_softmax and smem_input as train_amd's
+    (notebook 06)."""
+    return {c: train_amd(c, variant, cfg, match_steps, spec_tiles, rocm_softmax, smem_input) for c in OP_CLASSES}
 
 
 def steps_table(cfg: dict | None = None) -> pd.DataFrame:
@@ -317,13 +347,14 @@ def steps_table(cfg: dict | None = None) -> pd.DataFrame:
 
 
 def own_rows_forecast(op_class: str, cfg: dict | None = None, match_steps: bool = True,
-                      rocm_softmax: bool = True) -> pd.DataFrame:
+                      rocm_softmax: bool = True, smem_input: bool | None = None) -> pd.DataFrame:
     """Every MI100 and MI210 row of a class that the 'all' model learned from (load_kernels' columns), with pred_ms, that
-    model's forecast with oracle tiles (cfg as amd_predictors'; match_steps, rocm_softmax: train_amd's) (notebook 06)."""
+    model's forecast with oracle tiles (cfg as amd_predictors'; match_steps, rocm_softmax, smem_input: train_amd's)
+    (notebook 06)."""
     from .kernels import predict_by_device
     rows = amd_rows(op_class)
     raw = rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
-    model = train_amd(op_class, "all", cfg, match_steps, rocm_softmax=rocm_softmax)
+    model = train_amd(op_class, "all", cfg, match_steps, rocm_softmax=rocm_softmax, smem_input=smem_input)
     return raw.assign(pred_ms=predict_by_device(raw, tiles="oracle", cfg_by_class={op_class: model}))
 
 
@@ -374,13 +405,15 @@ SETTINGS = ("held-out shapes", "GPU never trained on")
 
 
 def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, match_steps: bool = True,
-                     rocm_softmax: bool = True) -> pd.DataFrame:
-    """Every AMD kernel of both settings with its forecasts (ms: AMD_METHODS columns, and amd_autotune and
-    amd_classifier, amendment A2's two spec-only rules); cfg, match_steps and rocm_softmax as amd_predictors',
-    nvidia_cfg as lib.kernels' cfg_by_class for the NVIDIA-trained column (None: the defaults) (notebook 06)."""
+                     rocm_softmax: bool = True, smem_input: bool | None = None,
+                     op_classes: tuple = OP_CLASSES) -> pd.DataFrame:
+    """Every AMD kernel of op_classes (default all) in both settings with its forecasts (ms: AMD_METHODS columns, and
+    amd_autotune and amd_classifier, amendment A2's two spec-only rules); cfg, match_steps, rocm_softmax and smem_input
+    as amd_predictors', nvidia_cfg as lib.kernels' cfg_by_class for the NVIDIA-trained column (None: the defaults)
+    (notebook 06)."""
     from .kernels import predict_by_device
     frames = []
-    for op_class in OP_CLASSES:
+    for op_class in op_classes:
         rows = amd_rows(op_class)
         raw = rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
         held = held_out_shapes(rows)
@@ -388,7 +421,7 @@ def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, ma
         parts += [("GPU never trained on", gpu, (rows["device"] != gpu).to_numpy()) for gpu in TRAIN_GPUS_AMD]
         for setting, variant, mask in parts:
             these = raw[mask].reset_index(drop=True)
-            model = train_amd(op_class, variant, cfg, match_steps, rocm_softmax=rocm_softmax)
+            model = train_amd(op_class, variant, cfg, match_steps, rocm_softmax=rocm_softmax, smem_input=smem_input)
             forest = amd_tile_forest(variant) if op_class in GEMM_CLASSES else None
             by_rule = {rule: predict_by_device(these, tiles="spec",
                                                cfg_by_class={op_class: replace(model, tile_forest=f)})
@@ -416,6 +449,24 @@ def spec_tile_choice(forecasts: pd.DataFrame) -> pd.DataFrame:
     t["mean"] = t.mean(axis=1)
     t["chosen"] = t.index == ("classifier" if t.loc["classifier", "mean"] < t.loc["autotune", "mean"] else "autotune")
     return t.rename_axis("rule").reset_index()
+
+
+# Amendment A4's choice (AMD_SMEM_INPUT), fixed before any A4 model was trained: on in-distribution rows only, the
+# held-out softmax shapes of both AMD GPUs, forecast by the 'shapes' softmax models of A3 and of A4; A4 is the default
+# if its MAPE there is the lower (a tie keeps A3). No row of a GPU never trained on, no label.
+def smem_input_choice(a3: pd.DataFrame, a4: pd.DataFrame) -> pd.DataFrame:
+    """Per softmax model (A3, A4): held-out softmax kernels, their MAPE and median forecast over measured, and whether
+    it is the one chosen (a3, a4: kernel_forecasts' with smem_input False and True) (notebook 06)."""
+    from .metrics import mape
+    held = [f[(f["setting"] == "held-out shapes") & (f["op_class"] == "SOFTMAX")] for f in (a3, a4)]
+    if len(held[0]) == 0 or not held[0][["B", "H", "device"]].reset_index(drop=True).equals(
+            held[1][["B", "H", "device"]].reset_index(drop=True)):
+        raise PredictorError("smem_input_choice: A3's and A4's forecasts must hold the same held-out softmax rows")
+    t = pd.DataFrame([dict(models=name, kernels=len(h), mape=mape(h["amd_spec"], h["latency_ms"]),
+                           median_ratio=float((h["amd_spec"] / h["latency_ms"]).median()))
+                      for name, h in zip(("A3", "A4"), held)])
+    t["chosen"] = t["models"] == ("A4" if t.loc[1, "mape"] < t.loc[0, "mape"] else "A3")
+    return t
 
 
 # The features tile element-wise, softmax and layernorm kernels by PyTorch's CUDA launch rule (lib.tiles.vec_tile).
