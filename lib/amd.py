@@ -12,7 +12,7 @@ vector ops by PyTorch's CUDA launch rules (lib.tiles), which ROCm's kernels need
 many optimizer steps as its config takes on NVIDIA's table (amendment A1, steps_matched): the AMD tables are smaller.
 Spec-only GEMM tiles come from a classifier of the variant's own rows (amendment A2, AMD_SPEC_TILES, amd_tile_forest).
 Softmax rows that ROCm's PyTorch runs with its shared-memory kernel read every element as a 4-vector (amendment A3,
-rocm_softmax_vec).
+rocm_softmax_vec), and the softmax models are told which rows those are (amendment A4, rocm_softmax_inputs).
 Variants, by the rows a model learns from:
     'all'       every row of both GPUs: the models that forecast (the MI250, and any AMD device JSON)
     'shapes'    both GPUs without a seeded share of the shapes (HELD_OUT_SHAPE_SHARE), scored on those
@@ -163,8 +163,9 @@ def rocm_softmax_vec(feat: pd.DataFrame) -> pd.DataFrame:
 #   f_smem = 1 where ROCm's PyTorch runs cunn_SoftMaxForwardSmem (smem_softmax), else 0
 # It is the AMD models' default (AMD_SMEM_INPUT) only if its softmax MAPE on the held-out shapes of both AMD GPUs,
 # forecast by the 'shapes' models, is lower than A3's (smem_input_choice): no row of a GPU never trained on, no label.
+# Notebook 06 made the choice (06-amd-a4-choice.csv, tests hold the constant to it): 6.3% against A3's 7.4%.
 SMEM_FEATURE = "f_smem"
-AMD_SMEM_INPUT = False
+AMD_SMEM_INPUT = True
 
 
 def rocm_softmax_inputs(feat: pd.DataFrame) -> pd.DataFrame:

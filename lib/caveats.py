@@ -23,8 +23,8 @@ def extrapolation_note(device) -> str | None:
                 "group's spec as a single GPU's, which nothing here validates")
     if device.vendor != "nvidia":
         return (f"{device.name} is not an NVIDIA GPU: NeuSight forecasts it with the models trained on the AMD MI100 "
-                "and MI210 (lib.amd; notebook 06 scores them on the MI250's labels, and finds the softmax of long "
-                "sequences, far larger than any they trained on, forecast too slow), with GEMM tiles from a classifier "
+                "and MI210 (lib.amd; notebook 06 scores them on the MI250's labels, and finds the softmax of rows of "
+                "up to 1,024 elements, ROCm's warp kernel, forecast too slow), with GEMM tiles from a classifier "
                 "of those GPUs' tiles; the Habitat-style baseline and --calibrate with NVIDIA's; element-wise, softmax "
                 "and layernorm kernels are tiled by CUDA's launch rules, which ROCm's need not follow")
     if device.name in TRAIN_GPUS_NVIDIA:

@@ -227,7 +227,7 @@ def test_a3_softmax_models_learn_and_forecast_with_rocms_f_vec(tmp_path, monkeyp
     from lib.utilization import input_names
     gpu = TRAIN_GPUS_AMD[0]
     cfg = {**TINY, "features": amd.AMD_CONFIGS["SOFTMAX"]["features"]}
-    a3 = amd.train_amd("SOFTMAX", gpu, cfg)
+    a3 = amd.train_amd("SOFTMAX", gpu, cfg, smem_input=False)
     old = amd.train_amd("SOFTMAX", gpu, cfg, rocm_softmax=False)
     assert a3.feature_rule is amd.rocm_softmax_vec and old.feature_rule is None
     assert not a3.info["cached"] and not old.info["cached"]       # two keys, two models
@@ -241,6 +241,57 @@ def test_a3_softmax_models_learn_and_forecast_with_rocms_f_vec(tmp_path, monkeyp
     assert np.array_equal(a3.inputs(feat), replace_rule(a3).inputs(amd.rocm_softmax_vec(feat)))
     assert not np.array_equal(a3.inputs(feat)[0], replace_rule(a3).inputs(feat)[0])   # H = 3000 runs Smem
     assert np.array_equal(a3.inputs(feat)[1], replace_rule(a3).inputs(feat)[1])       # H = 3001 does not
+
+
+def test_rocm_softmax_inputs_add_f_smem_to_a3s_table():
+    feat = pd.DataFrame({"op": ["softmax", "softmax", "softmax", "ln"], "H": [2048.0, 2050.0, 512.0, 2048.0],
+                         "f_vec": [0.3, 0.4, 0.0, 1.0]})
+    out = amd.rocm_softmax_inputs(feat)
+    assert out["f_vec"].tolist() == amd.rocm_softmax_vec(feat)["f_vec"].tolist() == [1.0, 0.4, 0.0, 1.0]
+    assert out[amd.SMEM_FEATURE].tolist() == [1.0, 0.0, 0.0, 0.0]     # the shared-memory softmax row alone
+    assert amd.SMEM_FEATURE not in feat
+    no_h = pd.DataFrame({"op": ["bmm"], "f_vec": [1.0]})
+    assert amd.rocm_softmax_inputs(no_h)[amd.SMEM_FEATURE].tolist() == [0.0]
+
+
+def test_a4_softmax_models_take_f_smem_on_top_of_a3(tmp_path, monkeypatch):
+    from lib.features import add_features
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    gpu = TRAIN_GPUS_AMD[0]
+    cfg = {**TINY, "features": amd.AMD_CONFIGS["SOFTMAX"]["features"]}
+    a4 = amd.train_amd("SOFTMAX", gpu, cfg, smem_input=True)
+    a3 = amd.train_amd("SOFTMAX", gpu, cfg, smem_input=False)
+    assert a4.feature_rule is amd.rocm_softmax_inputs and a3.feature_rule is amd.rocm_softmax_vec
+    assert a4.features == (*a3.features, amd.SMEM_FEATURE) and len(a4.mean) == len(a3.mean) + 1
+    assert not a4.info["cached"] and not a3.info["cached"]        # two keys, two models
+    # the default is AMD_SMEM_INPUT; before A3 there is nothing to add to, and the other classes are left alone
+    assert amd.train_amd("SOFTMAX", gpu, cfg).info["cached"] and amd.AMD_SMEM_INPUT
+    assert amd.train_amd("SOFTMAX", gpu, cfg, rocm_softmax=False, smem_input=True).feature_rule is None
+    ln = amd.train_amd("LN", gpu, TINY, smem_input=True)
+    assert ln.feature_rule is None and amd.train_amd("LN", gpu, TINY, smem_input=False).info["cached"]
+    # f_smem's training range is [0, 1]: the MI100 rows run both block kernels
+    assert (a4.lo[-1], a4.hi[-1]) == (0, 1)
+    feat = add_features(pd.DataFrame({"op": ["softmax"] * 2, "B": [4096, 4096], "H": [3000.0, 3001.0]})
+                        .assign(**device_by_name(gpu).spec_columns()), tiles="oracle")
+    x = a4.inputs(feat)
+    assert np.array_equal(x, replace_rule(a4).inputs(amd.rocm_softmax_inputs(feat)))
+    assert x[0, -1] > x[1, -1]                                      # standardized f_smem: 1 for H = 3000, 0 for 3001
+
+
+def test_smem_input_choice_by_hand():
+    base = pd.DataFrame({"setting": ["held-out shapes"] * 3 + ["GPU never trained on"],
+                         "op_class": ["SOFTMAX", "SOFTMAX", "LN", "SOFTMAX"], "B": [1, 2, 3, 4], "H": [5.0, 6.0, 7.0, 8.0],
+                         "device": ["x"] * 4, "latency_ms": [1.0, 2.0, 1.0, 1.0]})
+    a3 = base.assign(amd_spec=[1.1, 2.0, 9.0, 1.0])     # (10 + 0) / 2 = 5%
+    a4 = base.assign(amd_spec=[1.0, 2.2, 1.0, 9.0])     # (0 + 10) / 2 = 5%: a tie; neither LN nor the unseen GPU counts
+    t = amd.smem_input_choice(a3, a4).set_index("models")
+    assert t["mape"].tolist() == pytest.approx([5, 5]) and t["kernels"].tolist() == [2, 2]
+    assert t["chosen"].tolist() == [True, False]
+    assert t.loc["A4", "median_ratio"] == pytest.approx(1.05)
+    t = amd.smem_input_choice(a3, a4.assign(amd_spec=[1.0, 2.1, 9.0, 9.0])).set_index("models")   # 2.5% < 5%
+    assert t["chosen"].tolist() == [False, True]
+    with pytest.raises(P.PredictorError, match="same held-out softmax rows"):
+        amd.smem_input_choice(a3, a4.assign(H=[5.0, 9.0, 7.0, 8.0]))
 
 
 def replace_rule(p):
