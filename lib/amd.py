@@ -39,7 +39,7 @@ from .labels import PAPER_MODELS, PAPER_SEQ, LabelError, _blocks, _paper_device
 from .predictor_config import make_config
 from .predictors import (CODE, TABLE_CODE, NeuSightPredictor, PredictorError, _code_text, _own_code, ensemble,
                          ensemble_members, from_state, shape_groups)
-from .selection import DEFAULT_CONFIGS
+from .selection import DEFAULT_CONFIGS, spread_seed
 from .tile_choice import fit_tile_classifier
 from .tiles import GEMM_TILE_CANDIDATES_AMD, SOFTMAX_ILP, SOFTMAX_WARP_MAX_H, softmax_block_threads
 from .utilization import input_names
@@ -468,6 +468,50 @@ def smem_input_choice(a3: pd.DataFrame, a4: pd.DataFrame) -> pd.DataFrame:
                       for name, h in zip(("A3", "A4"), held)])
     t["chosen"] = t["models"] == ("A4" if t.loc[1, "mape"] < t.loc[0, "mape"] else "A3")
     return t
+
+
+# A3 and A4 over training seeds (evaluation only, added after A4's choice; it chooses nothing): the softmax models of
+# both retrained from each run of a seed spread (lib.selection.spread_seed: run 0 is the committed models, the others
+# share no seed with them or with each other), scored per setting and kernel as A4's table scores them, and end to end
+# beside the other classes' models as given.
+SEED_MODELS = {"A3": False, "A4": True}   # name: smem_input
+
+
+def _seeded_softmax(cfg: dict | None, run: int) -> dict:
+    """The softmax config of run `run` of a seed spread (cfg: one config for every class, None: AMD_CONFIGS)."""
+    base = AMD_CONFIGS["SOFTMAX"] if cfg is None else cfg
+    return {**base, "seed": spread_seed(base, run)}
+
+
+def softmax_seed_kernels(runs, cfg: dict | None = None, nvidia_cfg: dict | None = None) -> pd.DataFrame:
+    """Per run of `runs`, model (SEED_MODELS), setting and kernel ('all': every one): the AMD softmax kernels' count and
+    MAPE, spec-only tiles (cfg, nvidia_cfg as kernel_forecasts') (notebook 06)."""
+    from .metrics import ape
+    rows = []
+    for run in runs:
+        for name, a4 in SEED_MODELS.items():
+            f = kernel_forecasts(_seeded_softmax(cfg, run), nvidia_cfg, smem_input=a4, op_classes=("SOFTMAX",))
+            f = f.assign(ape=ape(f["amd_spec"], f["latency_ms"]), kernel=rocm_softmax_kernel(f["H"]))
+            for kernels in (f.assign(kernel="all"), f):
+                t = kernels.groupby(["setting", "kernel"], sort=False)["ape"].agg(kernels="size", mape="mean")
+                rows.append(t.reset_index().assign(run=run, models=name))
+    return pd.concat(rows, ignore_index=True)[["run", "models", "setting", "kernel", "kernels", "mape"]]
+
+
+def softmax_seed_labels(labels: pd.DataFrame, runs, cfg: dict | None = None) -> pd.DataFrame:
+    """Per run of `runs`, model (SEED_MODELS), mode and device ('all AMD GPUs' too): the labels' count and mean APE,
+    forecast by the 'all' models of amd_predictors(cfg=cfg) with that run's softmax model (notebook 06)."""
+    from .forecast import evaluate_labels
+    others = amd_predictors("all", cfg)
+    rows = []
+    for run in runs:
+        for name, a4 in SEED_MODELS.items():
+            models = {**others, "SOFTMAX": train_amd("SOFTMAX", "all", _seeded_softmax(cfg, run), smem_input=a4)}
+            ev = evaluate_labels(labels, methods=["neusight"], cfg_by_class=models)
+            ev = pd.concat([ev, ev.assign(device="all AMD GPUs")], ignore_index=True)
+            t = ev.groupby(["mode", "device"])["neusight_ape"].agg(labels="size", mape="mean")
+            rows.append(t.reset_index().assign(run=run, models=name))
+    return pd.concat(rows, ignore_index=True)[["run", "models", "mode", "device", "labels", "mape"]]
 
 
 # The features tile element-wise, softmax and layernorm kernels by PyTorch's CUDA launch rule (lib.tiles.vec_tile).

@@ -336,3 +336,27 @@ def test_f_vec_response_sets_f_vec_alone(tmp_path, monkeypatch):
     feat = add_features(pd.DataFrame({"op": ["softmax"], "B": [B], "H": [float(H)]})
                         .assign(**device_by_name(TRAIN_GPUS_AMD[1]).spec_columns()), tiles="oracle")
     assert t["ns_per_element"].iloc[-1] == pytest.approx(model.predict(feat.assign(f_vec=1.0))[0] * 1e6 / (B * H))
+
+
+def test_softmax_seed_spread_run_0_is_the_models_as_given(tmp_path, monkeypatch):
+    from lib.forecast import evaluate_labels
+    from lib.labels import load_labels
+    from lib.metrics import mape
+    from lib.selection import spread_seed
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    t = amd.softmax_seed_kernels([0, 1], TINY)
+    assert set(t["run"]) == {0, 1} and set(t["models"]) == set(amd.SEED_MODELS)
+    assert set(t["kernel"]) == {"all", "warp", "block", "smem"} and set(t["setting"]) == set(amd.SETTINGS)
+    f = amd.kernel_forecasts(TINY, smem_input=True, op_classes=("SOFTMAX",))
+    held = f[f["setting"] == "held-out shapes"]
+    row = t.query("run == 0 and models == 'A4' and setting == 'held-out shapes' and kernel == 'all'").iloc[0]
+    assert row["kernels"] == len(held) and row["mape"] == pytest.approx(mape(held["amd_spec"], held["latency_ms"]))
+    other = t.query("run == 1 and models == 'A4' and setting == 'held-out shapes' and kernel == 'all'").iloc[0]
+    assert other["mape"] != row["mape"]                                  # another seed, another model
+    assert spread_seed(TINY, 1) == 1 and amd._seeded_softmax(None, 2)["seed"] == 6   # ensembles of 3 share no seed
+    labels = load_labels().query("vendor == 'amd' and option == '' and model == 'bert_large' and mode == 'inference'")
+    labels = labels.head(2).reset_index(drop=True)
+    e = amd.softmax_seed_labels(labels, [0], TINY).set_index(["models", "device"])
+    ev = evaluate_labels(labels, methods=["neusight"], cfg_by_class=amd.amd_predictors("all", TINY, smem_input=False))
+    assert e.loc[("A3", "all AMD GPUs"), "mape"] == pytest.approx(ev["neusight_ape"].mean())
+    assert e.loc[("A3", "all AMD GPUs"), "labels"] == 2

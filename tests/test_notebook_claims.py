@@ -1591,6 +1591,27 @@ def test_06_amd_reading():
     says(NB06, f"softmax gets worse, {un_a3:.1f}% -> {un_a4:.1f}%: the shared-memory rows improve ({us['mape_A3']:.1f}% -> "
                f"{us['mape_A4']:.1f}%) while the warp rows, whose inputs A4 leaves as they were, worsen "
                f"({uw['mape_A3']:.1f}% -> {uw['mape_A4']:.1f}%)")
+    # A3 and A4 over training seeds
+    sk_ = table("06-amd-a4-seeds-perop")
+    sk_ = sk_.pivot_table(index="run", columns=["setting", "kernel", "models"], values="mape")
+    se_ = table("06-amd-a4-seeds-e2e").query("device == 'all AMD GPUs'").pivot_table(index="run", columns=["mode", "models"],
+                                                                                      values="mape")
+    assert sk_.index.tolist() == list(range(5)) and sk_[("held-out shapes", "all", "A4")].iloc[0] == pytest.approx(
+        held("SOFTMAX"), abs=1e-3)                                                      # run 0: the committed models
+    rng = lambda v: f"{v.min():.1f}%" if f"{v.min():.1f}" == f"{v.max():.1f}" else f"{v.min():.1f}% to {v.max():.1f}%"
+    un3, un4 = sk_[("GPU never trained on", "all", "A3")], sk_[("GPU never trained on", "all", "A4")]
+    says(NB06, f"softmax on the GPU never trained on averages {un3.mean():.1f}% with A3 and {un4.mean():.1f}% with A4 "
+               f"({rng(un3)} and {rng(un4)})")
+    h3, h4 = sk_[("held-out shapes", "all", "A3")], sk_[("held-out shapes", "all", "A4")]
+    says(NB06, f"A4 is the lower in {(h4 < h3).sum()} of the {len(h3)} runs (A3 {rng(h3)}, A4 {rng(h4)})")
+    s3, s4 = sk_[("held-out shapes", "smem", "A3")], sk_[("held-out shapes", "smem", "A4")]
+    b3, b4 = sk_[("held-out shapes", "block", "A3")], sk_[("held-out shapes", "block", "A4")]
+    i3, i4, t3, t4 = (se_[(m, n)] for m in ("inference", "training") for n in ("A3", "A4"))
+    assert (s4 < s3).all() and (b4 > b3).all() and (i4 < i3).all() and (t4 > t3).all()   # "holds on every run"
+    assert s4.max() < s3.min() and b4.min() > b3.max() and i4.max() < i3.min() and t4.min() > t3.max()
+    says(NB06, f"the shared-memory rows improve ({rng(s3)} with A3, {rng(s4)} with A4) and the block rows worsen "
+               f"({rng(b3)}, and {rng(b4)}); the inference labels improve ({rng(i3)}, and {rng(i4)}) and the training "
+               f"labels worsen ({rng(t3)}, and {rng(t4)})")
     fv4 = table("06-amd-f-vec-response")
     fv4 = fv4[fv4["models"] == "A4"].sort_values("f_vec")["ns_per_element"]
     says(NB06, f"({fv4.iloc[0]:.4f} to {fv4.iloc[-1]:.4f} ns per element with A4)")
