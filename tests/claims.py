@@ -42,6 +42,12 @@ def and_list(items) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def pct_range(values) -> str:
+    """'a% to b%' of the least and largest of values, one decimal each; 'a%' where both print alike."""
+    lo, hi = f"{min(values):.1f}", f"{max(values):.1f}"
+    return f"{lo}%" if lo == hi else f"{lo}% to {hi}%"
+
+
 def training_gpus() -> list:
     """The five training GPUs, as figures/tables/coverage.csv lists the train split."""
     cov = table("coverage")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from claims import (QUARTERS, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_held_out, e2e_seed_ranges,
-                    flat, held_out_gpus, markdown_of,
+                    flat, held_out_gpus, markdown_of, pct_range,
                     mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, tile_choice_errors,
                     tiles_outside_candidates, candidate_columns, direct_ood_id_ratio,
                     training_gpus)
@@ -1598,20 +1598,20 @@ def test_06_amd_reading():
                                                                                       values="mape")
     assert sk_.index.tolist() == list(range(5)) and sk_[("held-out shapes", "all", "A4")].iloc[0] == pytest.approx(
         held("SOFTMAX"), abs=1e-3)                                                      # run 0: the committed models
-    rng = lambda v: f"{v.min():.1f}%" if f"{v.min():.1f}" == f"{v.max():.1f}" else f"{v.min():.1f}% to {v.max():.1f}%"
     un3, un4 = sk_[("GPU never trained on", "all", "A3")], sk_[("GPU never trained on", "all", "A4")]
     says(NB06, f"softmax on the GPU never trained on averages {un3.mean():.1f}% with A3 and {un4.mean():.1f}% with A4 "
-               f"({rng(un3)} and {rng(un4)})")
+               f"({pct_range(un3)} and {pct_range(un4)})")
     h3, h4 = sk_[("held-out shapes", "all", "A3")], sk_[("held-out shapes", "all", "A4")]
-    says(NB06, f"A4 is the lower in {(h4 < h3).sum()} of the {len(h3)} runs (A3 {rng(h3)}, A4 {rng(h4)})")
+    says(NB06, f"A4 is the lower in {(h4 < h3).sum()} of the {len(h3)} runs (A3 {pct_range(h3)}, A4 "
+               f"{pct_range(h4)})")
     s3, s4 = sk_[("held-out shapes", "smem", "A3")], sk_[("held-out shapes", "smem", "A4")]
     b3, b4 = sk_[("held-out shapes", "block", "A3")], sk_[("held-out shapes", "block", "A4")]
     i3, i4, t3, t4 = (se_[(m, n)] for m in ("inference", "training") for n in ("A3", "A4"))
     assert (s4 < s3).all() and (b4 > b3).all() and (i4 < i3).all() and (t4 > t3).all()   # "holds on every run"
     assert s4.max() < s3.min() and b4.min() > b3.max() and i4.max() < i3.min() and t4.min() > t3.max()
-    says(NB06, f"the shared-memory rows improve ({rng(s3)} with A3, {rng(s4)} with A4) and the block rows worsen "
-               f"({rng(b3)}, and {rng(b4)}); the inference labels improve ({rng(i3)}, and {rng(i4)}) and the training "
-               f"labels worsen ({rng(t3)}, and {rng(t4)})")
+    says(NB06, f"the shared-memory rows improve ({pct_range(s3)} with A3, {pct_range(s4)} with A4) and the block rows "
+               f"worsen ({pct_range(b3)}, and {pct_range(b4)}); the inference labels improve ({pct_range(i3)}, and "
+               f"{pct_range(i4)}) and the training labels worsen ({pct_range(t3)}, and {pct_range(t4)})")
     fv4 = table("06-amd-f-vec-response")
     fv4 = fv4[fv4["models"] == "A4"].sort_values("f_vec")["ns_per_element"]
     says(NB06, f"({fv4.iloc[0]:.4f} to {fv4.iloc[-1]:.4f} ns per element with A4)")

@@ -18,7 +18,7 @@ from lib.analysis import throughput_ratio_by_device
 from lib.metrics import spearman_exact_p
 
 from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, assert_says, e2e_seed_ranges, flat,
-                    mem_per_sm, paper_size_mape, row_length_ranges, seed_ranges, table, tile_choice_errors,
+                    mem_per_sm, paper_size_mape, pct_range, row_length_ranges, seed_ranges, table, tile_choice_errors,
                     tiles_outside_candidates, candidate_columns, direct_ood_id_ratio,
                     training_gpus)
 
@@ -1029,9 +1029,9 @@ def test_amd_as_the_readme_says():
     assert set(short_["model"]) == {"bert_large", "gpt2_large"} and (short_["measured_over_forecast"] < 1).all()
     say(f"stays forecast too slow (measured over forecast {short_['measured_over_forecast'].min():.2f} to "
         f"{short_['measured_over_forecast'].max():.2f})")
-    say(f"The 2,048-token labels' softmax now measures {long_['measured_over_forecast'].min():.2f} to "
-        f"{long_['measured_over_forecast'].max():.2f} times its forecast ({long_['measured_over_forecast_before_a4'].min():.2f} "
-        f"to {long_['measured_over_forecast_before_a4'].max():.2f} with A3)")
+    now, before = long_["measured_over_forecast"], long_["measured_over_forecast_before_a4"]
+    say(f"The 2,048-token labels' softmax now measures {now.min():.2f} to {now.max():.2f} times its forecast "
+        f"({before.min():.2f} to {before.max():.2f} with A3)")
     assert at[every_stage] < at["neither"]                                    # "the training labels' error a little"
     say(f"Before them the mean APE was {ai['neither']:.1f}% (inference) and {at['neither']:.1f}% (training); after A1 and "
         f"A2, {ai['A1 + A2']:.1f}% and {at['A1 + A2']:.1f}%; after A3, {ai[a3_stage]:.1f}% and {at[a3_stage]:.1f}%; after "
@@ -1055,11 +1055,11 @@ def test_amd_as_the_readme_says():
                                                                                       values="mape")
     i3, i4, t3, t4 = (se_[(m, n)] for m in ("inference", "training") for n in ("A3", "A4"))
     assert len(se_) == 5 and i4.max() < i3.min() and t4.min() > t3.max()       # "hold on every run"
-    rng = lambda v: f"{v.min():.1f}%" if f"{v.min():.1f}" == f"{v.max():.1f}" else f"{v.min():.1f}% to {v.max():.1f}%"
-    say(f"makes the training labels worse on every one of five training seeds ({rng(t3)} -> {rng(t4)})")
+    say(f"makes the training labels worse on every one of five training seeds ({pct_range(t3)} -> {pct_range(t4)})")
     say(f"though not on average over the five ({un['A3']:.1f}% and {un['A4']:.1f}%)")
-    say(f"the cost on the GPU never trained on is noise ({un['A3']:.1f}% against {un['A4']:.1f}% on average), while the gain "
-        f"on the inference labels ({rng(i3)} -> {rng(i4)}) and the loss on the training labels hold on every run")
+    say(f"the cost on the GPU never trained on is noise ({un['A3']:.1f}% against {un['A4']:.1f}% on average), while the "
+        f"gain on the inference labels ({pct_range(i3)} -> {pct_range(i4)}) and the loss on the training labels hold on "
+        f"every run")
     sk = table("06-amd-softmax-kernels").set_index(["kernel", "device"])
     assert (sk["rule_share"] == 1).all()
     say(f"its large rows take {sk.loc[('smem', mi100), 'ns_per_element']:.4f} ns per element on the MI100 against the "
