@@ -69,6 +69,11 @@ def amd_rows(op_class: str) -> pd.DataFrame:
     return feat[ok.to_numpy()].reset_index(drop=True)
 
 
+def _as_loaded(rows: pd.DataFrame, op_class: str) -> pd.DataFrame:
+    """amd_rows' rows with load_kernels' columns alone (what lib.kernels takes, features left out)."""
+    return rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
+
+
 # 'shapes': a seeded draw of round(share x distinct shapes) shapes, each held out on both GPUs
 def held_out_shapes(feat: pd.DataFrame, share: float = HELD_OUT_SHAPE_SHARE, seed: int = SPLIT_SEED) -> np.ndarray:
     """Per row: is its shape (lib.predictors.shape_groups) one of the held-out ones (notebook 06)?"""
@@ -354,7 +359,7 @@ def own_rows_forecast(op_class: str, cfg: dict | None = None, match_steps: bool 
     (notebook 06)."""
     from .kernels import predict_by_device
     rows = amd_rows(op_class)
-    raw = rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
+    raw = _as_loaded(rows, op_class)
     model = train_amd(op_class, "all", cfg, match_steps, rocm_softmax=rocm_softmax, smem_input=smem_input)
     return raw.assign(pred_ms=predict_by_device(raw, tiles="oracle", cfg_by_class={op_class: model}))
 
@@ -416,7 +421,7 @@ def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, ma
     frames = []
     for op_class in op_classes:
         rows = amd_rows(op_class)
-        raw = rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
+        raw = _as_loaded(rows, op_class)
         held = held_out_shapes(rows)
         parts = [("held-out shapes", "shapes", held)]
         parts += [("GPU never trained on", gpu, (rows["device"] != gpu).to_numpy()) for gpu in TRAIN_GPUS_AMD]
