@@ -11,6 +11,7 @@ from lib.tile_choice import CANDIDATES, tile_candidates
 from lib.tiles import GEMM_TILE_CANDIDATES_AMD, gemm_tile_candidates
 
 TINY = {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 500, "validation": "none"}
+TINY_SOFTMAX = {**TINY, "features": amd.AMD_CONFIGS["SOFTMAX"]["features"]}   # with f_vec, as the AMD softmax models
 
 
 def test_amd_configs_are_nvidias_unseen_gpu_configs_without_the_nvidia_amendments():
@@ -222,11 +223,10 @@ def test_softmax_kernels_the_rule_names_every_amd_rows_kernel():
 
 
 def test_a3_softmax_models_learn_and_forecast_with_rocms_f_vec(tmp_path, monkeypatch):
-    from lib.features import add_features
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     from lib.utilization import input_names
     gpu = TRAIN_GPUS_AMD[0]
-    cfg = {**TINY, "features": amd.AMD_CONFIGS["SOFTMAX"]["features"]}
+    cfg = TINY_SOFTMAX
     a3 = amd.train_amd("SOFTMAX", gpu, cfg, smem_input=False)
     old = amd.train_amd("SOFTMAX", gpu, cfg, rocm_softmax=False)
     assert a3.feature_rule is amd.rocm_softmax_vec and old.feature_rule is None
@@ -235,8 +235,7 @@ def test_a3_softmax_models_learn_and_forecast_with_rocms_f_vec(tmp_path, monkeyp
     # f_vec's training range reaches 1 only with A3 (no training row is loaded wholly as 4-vectors by CUDA's rule)
     vec = input_names("SOFTMAX", a3.features).index("f_vec")
     assert a3.hi[vec] == 1 and old.hi[vec] < 1
-    feat = add_features(pd.DataFrame({"op": ["softmax"] * 2, "B": [4096, 4096], "H": [3000.0, 3001.0]})
-                        .assign(**device_by_name(gpu).spec_columns()), tiles="oracle")
+    feat = smem_and_block_rows(gpu)
     assert feat["f_vec"].max() < 1
     assert np.array_equal(a3.inputs(feat), replace_rule(a3).inputs(amd.rocm_softmax_vec(feat)))
     assert not np.array_equal(a3.inputs(feat)[0], replace_rule(a3).inputs(feat)[0])   # H = 3000 runs Smem
@@ -255,10 +254,9 @@ def test_rocm_softmax_inputs_add_f_smem_to_a3s_table():
 
 
 def test_a4_softmax_models_take_f_smem_on_top_of_a3(tmp_path, monkeypatch):
-    from lib.features import add_features
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     gpu = TRAIN_GPUS_AMD[0]
-    cfg = {**TINY, "features": amd.AMD_CONFIGS["SOFTMAX"]["features"]}
+    cfg = TINY_SOFTMAX
     a4 = amd.train_amd("SOFTMAX", gpu, cfg, smem_input=True)
     a3 = amd.train_amd("SOFTMAX", gpu, cfg, smem_input=False)
     assert a4.feature_rule is amd.rocm_softmax_inputs and a3.feature_rule is amd.rocm_softmax_vec
@@ -271,8 +269,7 @@ def test_a4_softmax_models_take_f_smem_on_top_of_a3(tmp_path, monkeypatch):
     assert ln.feature_rule is None and amd.train_amd("LN", gpu, TINY, smem_input=False).info["cached"]
     # f_smem's training range is [0, 1]: the MI100 rows run both block kernels
     assert (a4.lo[-1], a4.hi[-1]) == (0, 1)
-    feat = add_features(pd.DataFrame({"op": ["softmax"] * 2, "B": [4096, 4096], "H": [3000.0, 3001.0]})
-                        .assign(**device_by_name(gpu).spec_columns()), tiles="oracle")
+    feat = smem_and_block_rows(gpu)
     x = a4.inputs(feat)
     assert np.array_equal(x, replace_rule(a4).inputs(amd.rocm_softmax_inputs(feat)))
     assert x[0, -1] > x[1, -1]                                      # standardized f_smem: 1 for H = 3000, 0 for 3001
@@ -292,6 +289,13 @@ def test_smem_input_choice_by_hand():
     assert t["chosen"].tolist() == [False, True]
     with pytest.raises(P.PredictorError, match="same held-out softmax rows"):
         amd.smem_input_choice(a3, a4.assign(H=[5.0, 9.0, 7.0, 8.0]))
+
+
+def smem_and_block_rows(gpu: str) -> pd.DataFrame:
+    """Two featured softmax rows on gpu's spec: 4,096 rows of 3,000 elements (ROCm's shared-memory kernel) and of 3,001."""
+    from lib.features import add_features
+    return add_features(pd.DataFrame({"op": ["softmax"] * 2, "B": [4096, 4096], "H": [3000.0, 3001.0]})
+                        .assign(**device_by_name(gpu).spec_columns()), tiles="oracle")
 
 
 def replace_rule(p):
@@ -327,7 +331,7 @@ def test_softmax_twins_by_hand(tmp_path, monkeypatch):
 def test_f_vec_response_sets_f_vec_alone(tmp_path, monkeypatch):
     from lib.features import add_features
     monkeypatch.setattr(paths, "BUILD", tmp_path)
-    cfg = {**TINY, "features": amd.AMD_CONFIGS["SOFTMAX"]["features"]}
+    cfg = TINY_SOFTMAX
     model = amd.train_amd("SOFTMAX", TRAIN_GPUS_AMD[0], cfg)
     t = amd.f_vec_response(model)
     assert t["f_vec"].tolist() == list(amd.F_VEC_VALUES) and t["f_vec"].iloc[[0, -1]].tolist() == [0, 1]
