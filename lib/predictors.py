@@ -75,7 +75,7 @@ class NeuSightPredictor:
     tile_forest: object = None   # GEMMs: a classifier over tile_candidates that chooses the spec-only tiles in place
                                  # of autotune (lib.tile_choice.fit_tile_classifier; lib.amd, amendment A2)
     feature_rule: object = None   # a function of a featured table that puts a vendor's launch facts in place of
-                                  # lib.features' before the inputs are read (lib.amd.rocm_softmax_vec, amendment A3)
+                                  # lib.features' before the inputs are read (lib.rocm_softmax.rocm_softmax_vec, amendment A3)
 
     def inputs(self, feat: pd.DataFrame) -> np.ndarray:
         """Standardized model inputs, each clipped to its training range first.

@@ -1,9 +1,10 @@
-"""lib.amd: the AMD models' rows and splits, the paper's AMD tables, and forecasts through lib.kernels (tiny configs)."""
+"""lib.amd, lib.rocm_softmax and lib.amd_eval: the AMD models' rows and splits, ROCm's softmax rules, the paper's AMD
+tables, and forecasts through lib.kernels (tiny configs)."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from lib import amd, paths
+from lib import amd, amd_eval, paths, rocm_softmax
 from lib import predictors as P
 from lib.devices import TRAIN_GPUS_AMD, device_by_name
 from lib.kernels import predict_kernels
@@ -73,14 +74,14 @@ def test_amd_models_learn_amd_rows_only_and_choose_among_amd_tiles(tmp_path, mon
 
 
 def test_paper_amd_tables_by_hand():
-    inf = amd.paper_amd_table("inference")
+    inf = amd_eval.paper_amd_table("inference")
     assert len(inf) == 3 * 10 and set(inf["gpu"]) == {"AMD_Instinct_MI100", "AMD_Instinct_MI210", "AMD_Instinct_MI250"}
     cell = lambda t, gpu, model, batch: t.query("gpu == @gpu and model == @model and batch == @batch")["paper_ape_pct"].item()
     # summary/amd_inf.csv: MI100, BERT-Large batch 8: 17.0%; MI250, GPT3-2.7B batch 8: 0.0%; MI100 GPT3-XL batch 8 blank
     assert cell(inf, "AMD_Instinct_MI100", "bert_large", 8) == 17.0
     assert cell(inf, "AMD_Instinct_MI250", "gpt3_27", 8) == 0.0
     assert np.isnan(cell(inf, "AMD_Instinct_MI100", "gpt3_xl", 8))
-    train = amd.paper_amd_table("training")
+    train = amd_eval.paper_amd_table("training")
     # summary/amd_train.csv: MI210, GPT2-Large batch 4: 33.0%
     assert cell(train, "AMD_Instinct_MI210", "gpt2_large", 4) == 33.0
     assert train["device"].str.startswith("AMD Instinct").all() and (train["seq"] > 0).all()
@@ -90,9 +91,9 @@ def test_paper_amd_table_errors_name_the_file(tmp_path):
     bad = tmp_path / "amd_inf.csv"
     bad.write_text(",BERT-Large,\nMI100,17.0%,\n")
     with pytest.raises(ValueError, match="amd_inf.csv"):
-        amd.paper_amd_table("inference", bad)
+        amd_eval.paper_amd_table("inference", bad)
     with pytest.raises(ValueError, match="mode"):
-        amd.paper_amd_table("decoding")
+        amd_eval.paper_amd_table("decoding")
 
 
 def test_the_clis_forecast_an_amd_gpu_with_the_amd_models(tmp_path, monkeypatch):
@@ -112,7 +113,7 @@ def test_the_clis_forecast_an_amd_gpu_with_the_amd_models(tmp_path, monkeypatch)
 
 
 def test_vector_launch_agreement_reads_rocm_blocks_by_hand():
-    t = amd.vector_launch_agreement().set_index(["op", "long_rows", "device"]).sort_index()
+    t = amd_eval.vector_launch_agreement().set_index(["op", "long_rows", "device"]).sort_index()
     # a layernorm launches one block per row on ROCm as on CUDA (grid_x = B): the rule holds on every row
     assert (t.loc[("ln", False), "rule_share"] == 1).all()
     # an element-wise block takes 1,024 elements on ROCm, 512 by CUDA's rule: half the blocks
@@ -183,7 +184,7 @@ def test_spec_tile_choice_by_hand():
                       "amd_autotune": [1.1, 2.0, 0.5, 9.0, 9.0], "amd_classifier": [1.0, 2.4, 0.9, 9.0, 1.0]})
     # autotune: BMM (10 + 0) / 2 = 5%, FC 50% -> 27.5; classifier: BMM (0 + 20) / 2 = 10%, FC 10% -> 10, chosen.
     # Neither the element-wise row nor the GPU never trained on counts.
-    t = amd.spec_tile_choice(f).set_index("rule")
+    t = amd_eval.spec_tile_choice(f).set_index("rule")
     assert t.loc["autotune", ["BMM", "FC", "mean"]].astype(float).tolist() == pytest.approx([5, 50, 27.5])
     assert t.loc["classifier", ["BMM", "FC", "mean"]].astype(float).tolist() == pytest.approx([10, 10, 10])
     assert t["chosen"].tolist() == [False, True]
@@ -194,26 +195,26 @@ def test_smem_softmax_by_hand():
     # 64-lane wavefront: H = 16,372 and 16,376 take 512 threads (floor(min(H / 4, 1024) / 2) = 512), so 8 floats of
     # reduction and (65,536 - 32) / 4 = 16,376 elements at most (strictly fewer)
     H = [4, 1024, 1025, 1028, 2048, 2050, 16372, 16376]
-    assert amd.smem_softmax(H).tolist() == [False, False, False, True, True, False, True, False]
-    assert amd.rocm_softmax_kernel(H).tolist() == ["warp", "warp", "block", "smem", "smem", "block", "smem", "block"]
+    assert rocm_softmax.smem_softmax(H).tolist() == [False, False, False, True, True, False, True, False]
+    assert rocm_softmax.rocm_softmax_kernel(H).tolist() == ["warp", "warp", "block", "smem", "smem", "block", "smem", "block"]
 
 
 def test_rocm_softmax_vec_sets_the_shared_memory_rows_only():
     feat = pd.DataFrame({"op": ["softmax", "softmax", "softmax", "ln"], "H": [2048.0, 2050.0, 512.0, 2048.0],
                          "f_vec": [0.3, 0.4, 0.0, 1.0]})
-    out = amd.rocm_softmax_vec(feat)
+    out = rocm_softmax.rocm_softmax_vec(feat)
     assert out["f_vec"].tolist() == [1.0, 0.4, 0.0, 1.0]
     assert feat["f_vec"].tolist() == [0.3, 0.4, 0.0, 1.0]       # the caller's table is left as it was
     no_h = pd.DataFrame({"op": ["bmm"], "f_vec": [1.0]})
-    assert amd.rocm_softmax_vec(no_h) is no_h
+    assert rocm_softmax.rocm_softmax_vec(no_h) is no_h
 
 
 def test_softmax_kernels_the_rule_names_every_amd_rows_kernel():
-    rows = amd.softmax_rows()
+    rows = rocm_softmax.softmax_rows()
     r = rows.iloc[0]
     assert r["elements"] == r["B"] * r["H"] and r["ns_per_element"] == pytest.approx(r["latency_ms"] * 1e6 / r["elements"])
-    t = amd.softmax_kernels(rows)
-    assert t.equals(amd.softmax_kernels())
+    t = rocm_softmax.softmax_kernels(rows)
+    assert t.equals(rocm_softmax.softmax_kernels())
     assert set(t["kernel"]) == {"warp", "block", "smem"} and (t["rule_share"] == 1).all()
     assert t["rows"].sum() == len(amd.amd_rows("SOFTMAX"))
     smem = t[t["kernel"] == "smem"]
@@ -229,7 +230,7 @@ def test_a3_softmax_models_learn_and_forecast_with_rocms_f_vec(tmp_path, monkeyp
     cfg = TINY_SOFTMAX
     a3 = amd.train_amd("SOFTMAX", gpu, cfg, smem_input=False)
     old = amd.train_amd("SOFTMAX", gpu, cfg, rocm_softmax=False)
-    assert a3.feature_rule is amd.rocm_softmax_vec and old.feature_rule is None
+    assert a3.feature_rule is rocm_softmax.rocm_softmax_vec and old.feature_rule is None
     assert not a3.info["cached"] and not old.info["cached"]       # two keys, two models
     assert amd.train_amd("LN", gpu, TINY).feature_rule is None
     # f_vec's training range reaches 1 only with A3 (no training row is loaded wholly as 4-vectors by CUDA's rule)
@@ -237,7 +238,7 @@ def test_a3_softmax_models_learn_and_forecast_with_rocms_f_vec(tmp_path, monkeyp
     assert a3.hi[vec] == 1 and old.hi[vec] < 1
     feat = smem_and_block_rows(gpu)
     assert feat["f_vec"].max() < 1
-    assert np.array_equal(a3.inputs(feat), replace_rule(a3).inputs(amd.rocm_softmax_vec(feat)))
+    assert np.array_equal(a3.inputs(feat), replace_rule(a3).inputs(rocm_softmax.rocm_softmax_vec(feat)))
     assert not np.array_equal(a3.inputs(feat)[0], replace_rule(a3).inputs(feat)[0])   # H = 3000 runs Smem
     assert np.array_equal(a3.inputs(feat)[1], replace_rule(a3).inputs(feat)[1])       # H = 3001 does not
 
@@ -245,12 +246,12 @@ def test_a3_softmax_models_learn_and_forecast_with_rocms_f_vec(tmp_path, monkeyp
 def test_rocm_softmax_inputs_add_f_smem_to_a3s_table():
     feat = pd.DataFrame({"op": ["softmax", "softmax", "softmax", "ln"], "H": [2048.0, 2050.0, 512.0, 2048.0],
                          "f_vec": [0.3, 0.4, 0.0, 1.0]})
-    out = amd.rocm_softmax_inputs(feat)
-    assert out["f_vec"].tolist() == amd.rocm_softmax_vec(feat)["f_vec"].tolist() == [1.0, 0.4, 0.0, 1.0]
-    assert out[amd.SMEM_FEATURE].tolist() == [1.0, 0.0, 0.0, 0.0]     # the shared-memory softmax row alone
-    assert amd.SMEM_FEATURE not in feat
+    out = rocm_softmax.rocm_softmax_inputs(feat)
+    assert out["f_vec"].tolist() == rocm_softmax.rocm_softmax_vec(feat)["f_vec"].tolist() == [1.0, 0.4, 0.0, 1.0]
+    assert out[rocm_softmax.SMEM_FEATURE].tolist() == [1.0, 0.0, 0.0, 0.0]     # the shared-memory softmax row alone
+    assert rocm_softmax.SMEM_FEATURE not in feat
     no_h = pd.DataFrame({"op": ["bmm"], "f_vec": [1.0]})
-    assert amd.rocm_softmax_inputs(no_h)[amd.SMEM_FEATURE].tolist() == [0.0]
+    assert rocm_softmax.rocm_softmax_inputs(no_h)[rocm_softmax.SMEM_FEATURE].tolist() == [0.0]
 
 
 def test_a4_softmax_models_take_f_smem_on_top_of_a3(tmp_path, monkeypatch):
@@ -259,11 +260,11 @@ def test_a4_softmax_models_take_f_smem_on_top_of_a3(tmp_path, monkeypatch):
     cfg = TINY_SOFTMAX
     a4 = amd.train_amd("SOFTMAX", gpu, cfg, smem_input=True)
     a3 = amd.train_amd("SOFTMAX", gpu, cfg, smem_input=False)
-    assert a4.feature_rule is amd.rocm_softmax_inputs and a3.feature_rule is amd.rocm_softmax_vec
-    assert a4.features == (*a3.features, amd.SMEM_FEATURE) and len(a4.mean) == len(a3.mean) + 1
+    assert a4.feature_rule is rocm_softmax.rocm_softmax_inputs and a3.feature_rule is rocm_softmax.rocm_softmax_vec
+    assert a4.features == (*a3.features, rocm_softmax.SMEM_FEATURE) and len(a4.mean) == len(a3.mean) + 1
     assert not a4.info["cached"] and not a3.info["cached"]        # two keys, two models
     # the default is AMD_SMEM_INPUT; before A3 there is nothing to add to, and the other classes are left alone
-    assert amd.train_amd("SOFTMAX", gpu, cfg).info["cached"] and amd.AMD_SMEM_INPUT
+    assert amd.train_amd("SOFTMAX", gpu, cfg).info["cached"] and rocm_softmax.AMD_SMEM_INPUT
     assert amd.train_amd("SOFTMAX", gpu, cfg, rocm_softmax=False, smem_input=True).feature_rule is None
     ln = amd.train_amd("LN", gpu, TINY, smem_input=True)
     assert ln.feature_rule is None and amd.train_amd("LN", gpu, TINY, smem_input=False).info["cached"]
@@ -271,7 +272,7 @@ def test_a4_softmax_models_take_f_smem_on_top_of_a3(tmp_path, monkeypatch):
     assert (a4.lo[-1], a4.hi[-1]) == (0, 1)
     feat = smem_and_block_rows(gpu)
     x = a4.inputs(feat)
-    assert np.array_equal(x, replace_rule(a4).inputs(amd.rocm_softmax_inputs(feat)))
+    assert np.array_equal(x, replace_rule(a4).inputs(rocm_softmax.rocm_softmax_inputs(feat)))
     assert x[0, -1] > x[1, -1]                                      # standardized f_smem: 1 for H = 3000, 0 for 3001
 
 
@@ -281,14 +282,14 @@ def test_smem_input_choice_by_hand():
                          "device": ["x"] * 4, "latency_ms": [1.0, 2.0, 1.0, 1.0]})
     a3 = base.assign(amd_spec=[1.1, 2.0, 9.0, 1.0])     # (10 + 0) / 2 = 5%
     a4 = base.assign(amd_spec=[1.0, 2.2, 1.0, 9.0])     # (0 + 10) / 2 = 5%: a tie; neither LN nor the unseen GPU counts
-    t = amd.smem_input_choice(a3, a4).set_index("models")
+    t = amd_eval.smem_input_choice(a3, a4).set_index("models")
     assert t["mape"].tolist() == pytest.approx([5, 5]) and t["kernels"].tolist() == [2, 2]
     assert t["chosen"].tolist() == [True, False]
     assert t.loc["A4", "median_ratio"] == pytest.approx(1.05)
-    t = amd.smem_input_choice(a3, a4.assign(amd_spec=[1.0, 2.1, 9.0, 9.0])).set_index("models")   # 2.5% < 5%
+    t = amd_eval.smem_input_choice(a3, a4.assign(amd_spec=[1.0, 2.1, 9.0, 9.0])).set_index("models")   # 2.5% < 5%
     assert t["chosen"].tolist() == [False, True]
     with pytest.raises(P.PredictorError, match="same held-out softmax rows"):
-        amd.smem_input_choice(a3, a4.assign(H=[5.0, 9.0, 7.0, 8.0]))
+        amd_eval.smem_input_choice(a3, a4.assign(H=[5.0, 9.0, 7.0, 8.0]))
 
 
 def smem_and_block_rows(gpu: str) -> pd.DataFrame:
@@ -319,9 +320,9 @@ def test_own_rows_forecast_is_the_all_models_forecast_of_every_row(tmp_path, mon
 def test_softmax_twins_by_hand(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     models = {"SOFTMAX": amd.train_amd("SOFTMAX", TRAIN_GPUS_AMD[0], TINY)}
-    t = amd.softmax_twins(models)
-    assert len(t) == len(amd.TWIN_ROWS) * len(amd.TWIN_LENGTHS) and (amd.smem_softmax(t["H"])).all()
-    assert not amd.smem_softmax(t["H"] - 1).any()                       # each twin runs the block kernel
+    t = rocm_softmax.softmax_twins(models)
+    assert len(t) == len(rocm_softmax.TWIN_ROWS) * len(rocm_softmax.TWIN_LENGTHS) and (rocm_softmax.smem_softmax(t["H"])).all()
+    assert not rocm_softmax.smem_softmax(t["H"] - 1).any()                       # each twin runs the block kernel
     r = t.iloc[-1]
     shapes = pd.DataFrame({"op": ["softmax"] * 2, "B": [r["B"]] * 2, "H": [r["H"], r["H"] - 1]})
     ms = predict_kernels(shapes, device_by_name(TRAIN_GPUS_AMD[1]), cfg_by_class=models)
@@ -333,10 +334,10 @@ def test_f_vec_response_sets_f_vec_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cfg = TINY_SOFTMAX
     model = amd.train_amd("SOFTMAX", TRAIN_GPUS_AMD[0], cfg)
-    t = amd.f_vec_response(model)
-    assert t["f_vec"].tolist() == list(amd.F_VEC_VALUES) and t["f_vec"].iloc[[0, -1]].tolist() == [0, 1]
-    B, H = amd.F_VEC_PROBE
-    assert not amd.smem_softmax(H)          # the rule leaves the probe's f_vec as set
+    t = rocm_softmax.f_vec_response(model)
+    assert t["f_vec"].tolist() == list(rocm_softmax.F_VEC_VALUES) and t["f_vec"].iloc[[0, -1]].tolist() == [0, 1]
+    B, H = rocm_softmax.F_VEC_PROBE
+    assert not rocm_softmax.smem_softmax(H)          # the rule leaves the probe's f_vec as set
     feat = add_features(pd.DataFrame({"op": ["softmax"], "B": [B], "H": [float(H)]})
                         .assign(**device_by_name(TRAIN_GPUS_AMD[1]).spec_columns()), tiles="oracle")
     assert t["ns_per_element"].iloc[-1] == pytest.approx(model.predict(feat.assign(f_vec=1.0))[0] * 1e6 / (B * H))
@@ -348,19 +349,19 @@ def test_softmax_seed_spread_run_0_is_the_models_as_given(tmp_path, monkeypatch)
     from lib.metrics import mape
     from lib.selection import spread_seed
     monkeypatch.setattr(paths, "BUILD", tmp_path)
-    t = amd.softmax_seed_kernels([0, 1], TINY)
-    assert set(t["run"]) == {0, 1} and set(t["models"]) == set(amd.SEED_MODELS)
-    assert set(t["kernel"]) == {"all", "warp", "block", "smem"} and set(t["setting"]) == set(amd.SETTINGS)
-    f = amd.kernel_forecasts(TINY, smem_input=True, op_classes=("SOFTMAX",))
+    t = amd_eval.softmax_seed_kernels([0, 1], TINY)
+    assert set(t["run"]) == {0, 1} and set(t["models"]) == set(amd_eval.SEED_MODELS)
+    assert set(t["kernel"]) == {"all", "warp", "block", "smem"} and set(t["setting"]) == set(amd_eval.SETTINGS)
+    f = amd_eval.kernel_forecasts(TINY, smem_input=True, op_classes=("SOFTMAX",))
     held = f[f["setting"] == "held-out shapes"]
     row = t.query("run == 0 and models == 'A4' and setting == 'held-out shapes' and kernel == 'all'").iloc[0]
     assert row["kernels"] == len(held) and row["mape"] == pytest.approx(mape(held["amd_spec"], held["latency_ms"]))
     other = t.query("run == 1 and models == 'A4' and setting == 'held-out shapes' and kernel == 'all'").iloc[0]
     assert other["mape"] != row["mape"]                                  # another seed, another model
-    assert spread_seed(TINY, 1) == 1 and amd._seeded_softmax(None, 2)["seed"] == 6   # ensembles of 3 share no seed
+    assert spread_seed(TINY, 1) == 1 and amd_eval._seeded_softmax(None, 2)["seed"] == 6   # ensembles of 3 share no seed
     labels = load_labels().query("vendor == 'amd' and option == '' and model == 'bert_large' and mode == 'inference'")
     labels = labels.head(2).reset_index(drop=True)
-    e = amd.softmax_seed_labels(labels, [0], TINY).set_index(["models", "device"])
+    e = amd_eval.softmax_seed_labels(labels, [0], TINY).set_index(["models", "device"])
     ev = evaluate_labels(labels, methods=["neusight"], cfg_by_class=amd.amd_predictors("all", TINY, smem_input=False))
     assert e.loc[("A3", "all AMD GPUs"), "mape"] == pytest.approx(ev["neusight_ape"].mean())
     assert e.loc[("A3", "all AMD GPUs"), "labels"] == 2

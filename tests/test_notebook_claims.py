@@ -1426,7 +1426,7 @@ def test_04_own_measurements_driver_spec():
 def test_06_amd_reading():
     """Notebook 06's reading: the AMD models end to end against the paper, amendments A1 to A4, per kernel, trained on
     one GPU, and the MI250 against the MI210 (06-amd-*)."""
-    from lib import amd
+    from lib import amd, rocm_softmax
     mi100, mi210, mi250 = (f"AMD Instinct MI{n}" for n in (100, 210, 250))
     h = table("06-amd-e2e-summary").set_index(["mode", "device"])
     gpus = h.drop(index="all AMD GPUs", level="device")
@@ -1569,7 +1569,7 @@ def test_06_amd_reading():
                f"inference labels'\n  mean APE from {ai['A1 + A2']:.1f}% to {ai[a3_stage]:.1f}%")
     # A4: the choice, per kernel, the twins, f_vec alone, the labels
     ch = table("06-amd-a4-choice").set_index("models")
-    assert ch.loc[ch["chosen"]].index.tolist() == ["A4"] and amd.AMD_SMEM_INPUT      # "chose it"
+    assert ch.loc[ch["chosen"]].index.tolist() == ["A4"] and rocm_softmax.AMD_SMEM_INPUT      # "chose it"
     assert ch.loc["A3", "mape"] == pytest.approx(a3_held, abs=1e-3) and ch.loc["A4", "mape"] == pytest.approx(held("SOFTMAX"), abs=1e-3)
     says(NB06, f"on held-out shapes softmax goes from {ch.loc['A3', 'mape']:.1f}% (A3) to {ch.loc['A4', 'mape']:.1f}%")
     a4 = table("06-amd-a4-perop").set_index(["setting", "kernel", "rows"])

@@ -1001,7 +1001,7 @@ def test_half_precision_as_the_readme_says():
 
 def test_amd_as_the_readme_says():
     """In brief, the CLI paragraph, *Where it falls short* and *Piece by piece*: notebook 06's AMD numbers."""
-    from lib import amd
+    from lib import amd, rocm_softmax
     mi100, mi210, mi250 = (f"AMD Instinct MI{n}" for n in (100, 210, 250))
     h = table("06-amd-e2e-summary").set_index(["mode", "device"])
     inf, train = h.loc[("inference", "all AMD GPUs")], h.loc[("training", "all AMD GPUs")]
@@ -1037,7 +1037,7 @@ def test_amd_as_the_readme_says():
         f"A2, {ai['A1 + A2']:.1f}% and {at['A1 + A2']:.1f}%; after A3, {ai[a3_stage]:.1f}% and {at[a3_stage]:.1f}%; after "
         f"all four, {ai[every_stage]:.1f}% and {at[every_stage]:.1f}%")
     ch = table("06-amd-a4-choice").set_index("models")
-    assert ch.loc[ch["chosen"]].index.tolist() == ["A4"] and amd.AMD_SMEM_INPUT
+    assert ch.loc[ch["chosen"]].index.tolist() == ["A4"] and rocm_softmax.AMD_SMEM_INPUT
     say(f"held-out shapes, where softmax went from {ch.loc['A3', 'mape']:.1f}% to {ch.loc['A4', 'mape']:.1f}%")
     a4 = table("06-amd-a4-perop").set_index(["setting", "kernel", "rows"])
     sh, bh = a4.loc[("held-out shapes", "smem", "all")], a4.loc[("held-out shapes", "block", "all")]
