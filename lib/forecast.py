@@ -44,9 +44,9 @@ SHAPE_COLS = ["op", "B", "M", "N", "K", "H", "bytes"]
 METHODS = ("neusight", "roofline", "habitat", "li")
 CALIBRATION_CACHE = paths.CACHE / "calibration"
 # Modules whose source decides a NeuSight prediction or the calibration fit (cache key).
-_CALIBRATION_CODE = ("calibration.py", "kernels.py", "predictors.py", "predictor_config.py", "utilization.py",
-                     "selection.py", "devices.py", "envelope.py", "ops.py", "traffic.py", "features.py", "tiles.py",
-                     "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py", "fusion.py",
+_CALIBRATION_CODE = ("calibration.py", "kernels.py", "kernel_input.py", "predictors.py", "predictor_config.py",
+                     "utilization.py", "selection.py", "devices.py", "envelope.py", "ops.py", "traffic.py", "features.py",
+                     "tiles.py", "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py", "fusion.py",
                      "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py", "overhead.py",
                      "baselines.py", "direct.py")
 
@@ -301,7 +301,7 @@ def _why_not_forecast(table: pd.DataFrame, result: dict, device: Device, method:
     """Why the CLI's forecast is no answer (li without measurements, an overflow, habitat's cap), else None."""
     from .baselines import MAX_LOG_MS, habitat_capped, li_missing
     from .calibration import kernel_class
-    from .kernels import MEM_OP
+    from .kernel_input import MEM_OP
     unpredicted = table["pred_ms"].isna().to_numpy()
     if method == "li" and unpredicted.any():
         return li_missing(device.name, kernel_class(table.loc[unpredicted, "op"]))
@@ -349,7 +349,8 @@ def main(argv=None) -> int:
         print(f"error: --kernels-out {args.kernels_out}: {problem}", file=sys.stderr)
         return 2
     from .data import DataError
-    from .kernels import KernelInputError, vendor_models
+    from .kernel_input import KernelInputError
+    from .kernels import vendor_models
     try:
         device = load_device(args.device)
         # --calibrate's factors were fitted to the NVIDIA-trained models' forecasts: it keeps those on any GPU

@@ -20,20 +20,16 @@ lib.selection's DEFAULT_CONFIGS for GPUs never trained on, KNOWN_CONFIGS for the
 GPUs; the trained weights are loaded from figures/predictors/ or cached under build/predictors/; for a GPU never trained on, the classes with
 `envelope` on are capped by the forecasts of the training GPUs it dominates, lib.envelope; an AMD GPU without --config:
 lib.amd's models, trained on the AMD MI100 and MI210, vendor_models). The result goes to the file
-(`--output -`: to standard output); progress to stderr; bad input exits non-zero with one line. A GPU whose machine
-balance lies outside the training GPUs' gets a one-line warning on stderr (lib.caveats.extrapolation_note), and so
-does a spec field that looks like other units (lib.caveats.spec_notes).
+(`--output -`: to standard output); progress to stderr; bad input exits non-zero with one line (lib.kernel_input
+reads and checks it). A GPU whose machine balance lies outside the training GPUs' gets a one-line warning on stderr
+(lib.caveats.extrapolation_note), and so does a spec field that looks like other units (lib.caveats.spec_notes).
 Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-bound:
     latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
 """
 from __future__ import annotations
 
-import io
-import json
 import sys
-import warnings
 from dataclasses import fields
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -41,117 +37,22 @@ import pandas as pd
 from . import paths
 from .caveats import extrapolation_note, spec_notes
 from .cli import Parser, file_path
-from .data import OP_CLASS, RENAME, DataError
+from .data import OP_CLASS, DataError
 from .devices import Device, DeviceError, device_by_name, load_device
 from .envelope import cap
 from .features import add_features
+from .kernel_input import (INPUT_NAMES, MEM_OP, ORACLE_COLUMNS, KernelInputError, as_fp16, check_kernels,
+                           other_gpus, read_config, read_kernels)
 from .roofline import add_roofline
-from .ops import GEMM_DIMS, GEMM_OPS, VEC_DIMS
-from .precision import (FP16_NAMES, FP16_OPS, PrecisionError, fp16_device, fp16_note, predict_fp16, tensor_gflops,
-                        unaligned_note)
+from .ops import GEMM_DIMS, GEMM_OPS
+from .precision import PrecisionError, fp16_device, fp16_note, predict_fp16, unaligned_note
 from .tiles import gemm_tile_from_name
 
 METHODS = ("neusight", "roofline", "habitat", "li")
 TILES = ("spec", "oracle", "autotune", "classifier")
 SPEC_TILES = "autotune"          # what tiles='spec' means (chosen in notebook 04 on ID validation)
-MEM_OP = "mem"
-KNOWN_OPS = (*OP_CLASS, MEM_OP)
-# tiles='oracle' reads a GEMM's tile from its kernel name (lib.tiles); a name without one falls back to the launch grid,
-#     tile_n = ceil(K / grid_x),  tile_m = ceil(M / grid_y)     (AMD: grid_x counts work-items, so grid_x / block_x)
-ORACLE_COLUMNS = ("kernel_name", "grid_x", "grid_y", "block_x")
-# The columns a prediction reads, under their dataset CSV names too (lib.data.RENAME): a dataset file is an input as it is
-INPUT_NAMES = {theirs: ours for theirs, ours in RENAME.items() if ours in ("op", *ORACLE_COLUMNS)}
 # The columns a device's spec adds to a kernel table (Device.spec_columns): equal in two rows, the same GPU
 SPEC_KEY = ["device" if f.name == "name" else f.name for f in fields(Device) if f.name != "path"]
-
-
-class KernelInputError(ValueError):
-    """A kernel table that cannot be predicted; the message names the column or op."""
-
-
-def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
-    """Validated copy of a kernel table: known ops, required positive dims per op kind."""
-    if "op" not in df.columns:
-        raise KernelInputError("missing column 'op' (or 'OPName')")
-    if df["op"].isna().any():
-        raise KernelInputError(f"row {int(np.flatnonzero(df['op'].isna())[0])}: no op name in column 'op' (or 'OPName')")
-    ops = df["op"].astype(str)
-    unknown = sorted(set(ops.unique()) - set(KNOWN_OPS))
-    if unknown:
-        raise KernelInputError(f"unknown op(s) {unknown[:5]}; known: {', '.join(KNOWN_OPS)}")
-    _check_precision(df)
-    out = df.copy()
-    out["op"] = ops
-    gemm = ops.isin(GEMM_OPS).to_numpy()
-    mem = (ops == MEM_OP).to_numpy()
-    for rows, dims, what in ((gemm, GEMM_DIMS, "bmm/linear"), (~gemm & ~mem, VEC_DIMS, "vector ops"),
-                             (mem, ("bytes",), "op 'mem'")):
-        if not rows.any():
-            continue
-        for col in dims:
-            if col not in out.columns:
-                raise KernelInputError(f"missing column '{col}' (needed by {what})")
-            x = pd.to_numeric(out[col], errors="coerce").to_numpy(float, copy=True)
-            x[_booleans(out[col])] = np.nan   # True is not the dimension 1
-            # bytes: any number >= 0; a tensor dimension: a whole number >= 1
-            ok = np.isfinite(x) & ((x >= 0) if col == "bytes" else (x >= 1) & (x == np.round(x)))
-            bad = rows & ~ok
-            if bad.any():
-                kind = "a number >= 0" if col == "bytes" else "a positive integer"
-                raise KernelInputError(f"column '{col}' must be {kind} for {what} "
-                                       f"(row {int(np.flatnonzero(bad)[0])})")
-    for col in ("B", "M", "N", "K", "H", "bytes"):
-        out[col] = pd.to_numeric(out[col], errors="coerce") if col in out.columns else np.nan
-    return out
-
-
-# Every kernel the predictors learned from ran in fp32 (TF32 off), so a column asking for another precision cannot be
-# honoured: it is an error, not a column carried through while the forecast stays fp32.
-PRECISION_COLUMNS = ("dtype", "precision", "data_type")
-FP32_NAMES = ("fp32", "float32", "torch.float32", "float", "f32", "single")
-
-
-def _check_precision(df: pd.DataFrame, names: tuple = FP32_NAMES) -> None:
-    """KernelInputError naming the first row whose dtype/precision column (any case) names anything but `names`
-    (fp32's, or lib.precision.FP16_NAMES under --dtype fp16)."""
-    for col in _precision_columns(df):
-        text = df[col].astype(str).str.strip().str.lower()
-        bad = df[col].notna().to_numpy() & (text != "").to_numpy() & ~text.isin(names).to_numpy()
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise KernelInputError(
-                f"column {col!r} asks for {df[col].iloc[i]!r} (row {i}): " +
-                ("the predictors learned fp32 kernels only (TF32 off); drop the column or give fp32 (--dtype fp16: "
-                 "GEMMs on tensor cores)" if names == FP32_NAMES else f"--dtype says {names[0]}"))
-
-
-def _precision_columns(df: pd.DataFrame) -> list:
-    """The columns of df named as PRECISION_COLUMNS, in any case."""
-    return [c for c in df.columns if str(c).strip().lower() in PRECISION_COLUMNS]
-
-
-def _as_fp16(kernels: pd.DataFrame, device: Device, device_path: str, method: str) -> tuple[pd.DataFrame, float]:
-    """(kernels, fp16 tensor peak in GFLOP/s) for --dtype fp16: GEMM rows only, any precision column saying fp16
-    (then dropped), and the peak from the device JSON or lib.precision's table."""
-    if method not in ("neusight", "roofline"):
-        raise KernelInputError(f"--dtype fp16 forecasts with neusight or roofline, not {method}")
-    _check_precision(kernels, FP16_NAMES)
-    if "op" in kernels.columns:
-        other = ~kernels["op"].astype(str).str.strip().isin(FP16_OPS).to_numpy()
-        if other.any():
-            i = int(np.flatnonzero(other)[0])
-            raise KernelInputError(f"row {i}: op {kernels['op'].iloc[i]!r}: --dtype fp16 forecasts GEMMs "
-                                   f"({', '.join(FP16_OPS)}) on tensor cores only")
-    return kernels.drop(columns=_precision_columns(kernels)), tensor_gflops(device, device_path)
-
-
-def _booleans(col: pd.Series) -> np.ndarray:
-    """Which entries are booleans (a bool column, or bools inside an object column)."""
-    if pd.api.types.is_bool_dtype(col):
-        return np.ones(len(col), bool)
-    if col.dtype == object:
-        return col.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(bool)
-    return np.zeros(len(col), bool)
 
 
 # torch runs a linear layer on a [B, M, N] input as one GEMM over its B*M rows (F.linear flattens the
@@ -337,80 +238,6 @@ def vendor_models(device: Device, method: str = "neusight") -> dict | None:
     return amd_predictors()
 
 
-def _read_config(path: str) -> dict:
-    """{op class: config dict} from a JSON file, checked against lib.predictors' config fields."""
-    from .predictors import OP_CLASSES, PredictorError, make_config
-    try:
-        raw = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise KernelInputError(f"{path}: config file not found") from None
-    except json.JSONDecodeError as e:
-        raise KernelInputError(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from None
-    except UnicodeDecodeError:
-        raise KernelInputError(f"{path}: not valid JSON (not UTF-8 text)") from None
-    except OSError as e:
-        raise KernelInputError(f"{path}: cannot read the config file ({e.strerror or e})") from None
-    if not isinstance(raw, dict) or not set(raw) <= set(OP_CLASSES):
-        raise KernelInputError(f"{path}: expected an object keyed by op class ({', '.join(OP_CLASSES)})")
-    for op_class, cfg in raw.items():
-        if not isinstance(cfg, dict):
-            raise KernelInputError(f"{path}: {op_class}: expected an object of predictor config fields, got {cfg!r}")
-        try:
-            make_config(cfg)
-        except PredictorError as e:
-            raise KernelInputError(f"{path}: {op_class}: {e}") from None
-    return raw
-
-
-def _read_kernels(path: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the input CSV as a table, its cells as text) from one read of the file, so a pipe works too ('-' or
-    /dev/stdin, <(...)); or a KernelInputError naming the file."""
-    try:
-        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
-    except FileNotFoundError:
-        raise KernelInputError(f"{path}: input file not found") from None
-    except IsADirectoryError:
-        raise KernelInputError(f"{path}: names a folder, not a CSV file") from None
-    except OSError as e:
-        raise KernelInputError(f"{path}: cannot read the input file ({e.strerror or e})") from None
-    # compressed as its name says (k.csv.gz), as pandas reads a path
-    compression = pd.io.common.infer_compression(path, "infer")
-    read = lambda **kw: pd.read_csv(io.BytesIO(data), index_col=False, compression=compression, **kw)
-    try:
-        with warnings.catch_warnings():   # a row longer than the header is an error, not a dropped field
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            table = read()
-    except pd.errors.ParserWarning:
-        raise KernelInputError(f"{path}: a row has more fields than the header") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise KernelInputError(f"{path}: not a readable CSV ({str(e).splitlines()[0]})") from None
-    except OSError as e:   # a damaged compressed file
-        raise KernelInputError(f"{path}: cannot read the input file ({e.strerror or e})") from None
-    both = [(ours, theirs) for theirs, ours in INPUT_NAMES.items() if {ours, theirs} <= set(table.columns)]
-    if both:
-        raise KernelInputError(f"{path}: both {both[0][0]!r} and {both[0][1]!r} columns; give that column once")
-    # pandas renames a repeated header name ('B', 'B.1'), so the output would not be the input plus pred_ms
-    header = list(read(header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0])
-    names = [h for h in header if h != ""]     # blank names are not names
-    if repeated := sorted({h for h in names if names.count(h) > 1}):
-        raise KernelInputError(f"{path}: column {repeated[0]!r} appears more than once in the header")
-    # the input's cells go out as they were read: a blank cell must not turn a column of integers into floats, and a
-    # blank column name stays blank (pandas names it 'Unnamed: 5')
-    as_read = read(dtype=str, keep_default_na=False)
-    as_read.columns = ["" if h == "" else c for c, h in zip(as_read.columns, header)]
-    return table, as_read
-
-
-def _other_gpus(table: pd.DataFrame, device: Device) -> tuple[str, list[str]] | None:
-    """(column, names) where an input column named Device or device (a dataset CSV's) names GPUs other than `device`."""
-    for col in ("Device", "device"):
-        if col in table.columns:
-            names = sorted({str(n) for n in table[col].dropna()} - {device.name})
-            if names:
-                return col, names
-    return None
-
-
 # habitat holds a far extrapolation at its cap, exp(MAX_LOG_MS) ms (lib.baselines): an overflow too, not a forecast
 def _check_habitat_cap(pred: np.ndarray, kernels: pd.DataFrame, input_path: str, device_path: str) -> None:
     """KernelInputError naming the first row (not op 'mem') whose habitat latency is the cap."""
@@ -440,14 +267,14 @@ def main(argv=None) -> int:
         return 2
     try:
         spec = device = load_device(args.device)
-        cfg_by_class = _read_config(args.config) if args.config else vendor_models(device, args.method)
-        table, as_read = _read_kernels(args.input)
+        cfg_by_class = read_config(args.config) if args.config else vendor_models(device, args.method)
+        table, as_read = read_kernels(args.input)
         kernels = table.rename(columns=INPUT_NAMES)
         try:
             predict = lambda rows, dev: predict_kernels(rows, dev, args.method, args.tiles, cfg_by_class)
             with np.errstate(over="ignore", invalid="ignore"):   # overflow is reported just below
                 if args.dtype == "fp16":
-                    kernels, peak = _as_fp16(kernels, spec, args.device, args.method)
+                    kernels, peak = as_fp16(kernels, spec, args.device, args.method)
                     device = fp16_device(spec, peak)
                     pred = predict_fp16(kernels, spec, peak, predict)
                 else:
@@ -468,7 +295,7 @@ def main(argv=None) -> int:
                   f"{len(pred)} rows", file=sys.stderr)
         if "pred_ms" in table.columns:
             print(f"note: {args.input} has a pred_ms column; the output replaces it", file=sys.stderr)
-        if other := _other_gpus(table, spec):
+        if other := other_gpus(table, spec):
             print(f"note: {args.input}'s {other[0]} column names other GPUs ({', '.join(other[1][:3])}"
                   f"{', ...' if len(other[1]) > 3 else ''}); every row is forecast for {spec.name} (--device)",
                   file=sys.stderr)

@@ -187,7 +187,8 @@ def test_forecast_never_slower_than_on_a_dominated_training_gpu(tmp_path, monkey
 
 
 def test_several_devices_at_once_as_one_at_a_time(tmp_path, monkeypatch):
-    from lib.kernels import KernelInputError, predict_devices, predict_kernels
+    from lib.kernel_input import KernelInputError
+    from lib.kernels import predict_devices, predict_kernels
     monkeypatch.setattr(paths, "BUILD", tmp_path)
     cfg = {"EW": {**TINY, "envelope": True}, "FC": TINY}
     shapes = pd.DataFrame({"op": ["add", "relu", "linear", "mem"], "B": [64.0, 4096.0, 2.0, np.nan],

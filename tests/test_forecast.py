@@ -623,7 +623,7 @@ def test_cli_that_cannot_print_its_answer_fails_and_leaves_no_kernel_table(tmp_p
 
 def test_cli_names_the_model_config_when_its_sizes_make_a_bad_kernel(monkeypatch, capsys):
     from lib import forecast as F
-    from lib.kernels import KernelInputError
+    from lib.kernel_input import KernelInputError
 
     def bad(*a, **k):
         raise KernelInputError("column 'K' must be a positive integer for bmm/linear (row 16)")

@@ -12,7 +12,8 @@ import pytest
 
 from lib import paths
 from lib.devices import load_device
-from lib.kernels import KernelInputError, check_kernels, predict_kernels
+from lib.kernel_input import KernelInputError, check_kernels
+from lib.kernels import predict_kernels
 
 TINY = {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}
 L4 = paths.DEVICE_CONFIGS / "NVIDIA_L4.json"
