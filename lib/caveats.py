@@ -61,9 +61,9 @@ def memory_note(parameters: int, mode: str, device) -> str | None:
 
 def head_note(model_config, mode: str) -> str | None:
     """One line when a model config's `architectures` names another class than the one the forecast builds, else None
-    (notebook 05). The class follows the labels (lib.graph.ARCHS): a BERT config is built as the dataset's BERT-Large
+    (notebook 05). The class follows the labels (lib.model_config.ARCHS): a BERT config is built as the dataset's BERT-Large
     labels ran, with a classification head for inference and BertForPreTraining for training."""
-    from .graph import ARCHS, load_config
+    from .model_config import ARCHS, load_config
     cfg = load_config(model_config)
     built = ARCHS[cfg.model_type][0 if mode == "inference" else 1]
     named = cfg.raw.get("architectures")

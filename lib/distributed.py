@@ -103,7 +103,7 @@ def megatron_layout(path) -> Layout:
 
 def _sizes(cfg) -> tuple[int, int]:
     """(hidden width, vocabulary) of a model config."""
-    from .graph import HEAD_FIELDS
+    from .model_config import HEAD_FIELDS
     if cfg.model_type not in HEAD_FIELDS:
         raise DistributedError(f"{cfg.path}: model_type {cfg.model_type!r}: distributed forecasts take one stack of "
                                f"blocks ({', '.join(sorted(HEAD_FIELDS))})")
@@ -134,7 +134,8 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
     """One training step of `layout` on `device` GPUs: latency_ms = compute_ms + communication_ms, and the memory
     per GPU (module docstring) (notebook 07)."""
     from .forecast import summarize
-    from .graph import capture, load_config, parameter_count
+    from .graph import capture, parameter_count
+    from .model_config import load_config
     cfg = load_config(config_path)
     width, vocab = _sizes(cfg)
     n, m = layout.degree, layout.micro_batches
@@ -239,7 +240,7 @@ def evaluate_labels(labels: pd.DataFrame, *, cfg_by_class=None, micro_batches: i
 def main(argv=None) -> int:
     from .cli import Parser, file_path, stdout_failed
     from .devices import DeviceError, load_device
-    from .graph import GraphError
+    from .model_config import GraphError
     p = Parser(prog="python -m lib.distributed", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=file_path,
                    help="Hugging Face config.json (tp: a GPT-2, OPT or Llama-family one)")

@@ -37,7 +37,8 @@ from .caveats import extrapolation_note, head_note, memory_note, spec_notes
 from .cli import Parser, file_path, stdout_failed
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise
-from .graph import GraphError, capture, parameter_count
+from .graph import capture, parameter_count
+from .model_config import GraphError
 from .traffic import traffic_scale
 
 SHAPE_COLS = ["op", "B", "M", "N", "K", "H", "bytes"]
@@ -45,10 +46,10 @@ METHODS = ("neusight", "roofline", "habitat", "li")
 CALIBRATION_CACHE = paths.CACHE / "calibration"
 # Modules whose source decides a NeuSight prediction or the calibration fit (cache key).
 _CALIBRATION_CODE = ("calibration.py", "kernels.py", "kernel_input.py", "predictors.py", "predictor_config.py",
-                     "utilization.py", "selection.py", "devices.py", "envelope.py", "ops.py", "traffic.py", "features.py",
-                     "tiles.py", "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py", "fusion.py",
-                     "graph_capture.py", "train.py", "data.py", "labels.py", "forecast.py", "overhead.py",
-                     "baselines.py", "direct.py")
+                     "utilization.py", "selection.py", "devices.py", "envelope.py", "ops.py", "traffic.py",
+                     "features.py", "tiles.py", "tile_choice.py", "roofline.py", "waves.py", "graph.py", "graph_ops.py",
+                     "fusion.py", "graph_capture.py", "model_config.py", "train.py", "data.py", "labels.py",
+                     "forecast.py", "overhead.py", "baselines.py", "direct.py")
 
 
 def predict_table(kernels: pd.DataFrame, device: Device, method: str = "neusight", tiles: str = "spec",
@@ -187,7 +188,7 @@ def forecast_sweep(model_config, devices, batches, seq: int, mode: str, *, metho
     if not (batches := list(batches)):
         raise ValueError("batches: give at least one batch size")
     tables = {}
-    for b in batches:   # lib.graph.check_args refuses a batch that is not a positive integer
+    for b in batches:   # lib.model_config.check_args refuses a batch that is not a positive integer
         k = capture(model_config, b, seq, mode)
         tables[int(b)] = fuse_elementwise(k) if fusion else k
     from .kernels import predict_devices

@@ -211,15 +211,15 @@ def build_model(cfg, mode: str, depths, batch: int, device: str = "meta"):
         import transformers
         from transformers import CONFIG_MAPPING
 
-    from .graph import ARCHS
+    from .model_config import ARCHS
     inf_cls, train_cls, layer_fields, *_ = ARCHS[cfg.model_type]
     # a deep copy: Hugging Face edits nested fields in place (it adds 'rope_type' to a 'rope_scaling' giving 'type')
     raw = copy.deepcopy({k: v for k, v in cfg.raw.items() if k not in ("torch_dtype", "dtype", "_name_or_path")})
     for f, d in zip(layer_fields, depths):
         raw[f] = d
     if cfg.model_type == "switch_transformers":
-        # keep each stack's sparse step (lib.graph.stack_periods): a reduced stack of d blocks has d / step sparse ones
-        from .graph import SPARSE_DEFAULT, SPARSE_FIELDS, sparse_step
+        # keep each stack's sparse step (lib.model_config.stack_periods): a reduced stack of d blocks has d / step sparse ones
+        from .model_config import SPARSE_DEFAULT, SPARSE_FIELDS, sparse_step
         for f, d, n in zip(SPARSE_FIELDS, depths, cfg.num_layers):
             step = sparse_step(n, cfg.raw.get(f, SPARSE_DEFAULT))
             if d != n:

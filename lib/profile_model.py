@@ -21,7 +21,7 @@ from pathlib import Path
 
 from . import paths
 from .cli import Parser
-from .graph import GraphError, check_args, load_config
+from .model_config import GraphError, check_args, load_config
 from .profile import gpu_folder, refuse_existing, software_folder
 from .profile_ops import ProfileError, fastest_mean
 

@@ -84,16 +84,16 @@ def _code_hash() -> str:
 def tp_capture(config_path, batch: int, seq: int, tp: int, mode: str = "training", use_cache: bool = True):
     """Kernel table of ONE GPU of a tp-way tensor-parallel model: lib.graph.capture of the sharded model, cached
     (notebook 07)."""
-    from . import graph
-    cfg = graph.load_config(config_path)
+    from . import graph, model_config
+    cfg = model_config.load_config(config_path)
     if cfg.model_type not in TP_SPLITS:
         raise ShardError(f"{cfg.path}: tensor parallelism is split here for model_type "
                                f"{', '.join(sorted(TP_SPLITS))} (got {cfg.model_type!r})")
-    heads_field = graph.HEAD_FIELDS[cfg.model_type][1]
+    heads_field = model_config.HEAD_FIELDS[cfg.model_type][1]
     for field in (heads_field, "num_key_value_heads"):
         if cfg.raw.get(field) and cfg.raw[field] % tp:
             raise ShardError(f"{cfg.path}: field '{field}' ({cfg.raw[field]}) does not split over {tp} GPUs")
-    graph.check_args(cfg, batch, seq, mode)
+    model_config.check_args(cfg, batch, seq, mode)
     key = hashlib.sha256(f"{graph.cache_key(cfg, int(batch), int(seq), mode)}-{tp}-{_code_hash()}".encode()).hexdigest()
     cache = graph.GRAPH_CACHE / f"{cfg.name}-{mode}-{batch}-{seq}-tp{tp}-{key[:16]}.pkl"
     if use_cache and cache.exists():
@@ -142,12 +142,12 @@ def _saved_bytes(cfg, batch: int, seq: int, depth: int, tp: int) -> int:
 def activation_bytes(config_path, batch: int, seq: int, tp: int = 1, use_cache: bool = True) -> dict:
     """{"outside", "per_block"}: bytes autograd saves for backward outside the blocks and per block, on one GPU of a
     tp-way shard (notebook 07); cached beside the graphs."""
-    from . import graph
-    cfg = graph.load_config(config_path)
-    if cfg.model_type not in graph.HEAD_FIELDS:
+    from . import graph, model_config
+    cfg = model_config.load_config(config_path)
+    if cfg.model_type not in model_config.HEAD_FIELDS:
         raise ShardError(f"{cfg.path}: model_type {cfg.model_type!r}: activations are counted for models of one stack "
-                         f"of blocks ({', '.join(sorted(graph.HEAD_FIELDS))})")
-    graph.check_args(cfg, batch, seq, "training")
+                         f"of blocks ({', '.join(sorted(model_config.HEAD_FIELDS))})")
+    model_config.check_args(cfg, batch, seq, "training")
     key = hashlib.sha256(f"{graph.cache_key(cfg, int(batch), int(seq), 'training')}-{tp}-{_code_hash()}".encode())
     cache = graph.GRAPH_CACHE / f"{cfg.name}-saved-{batch}-{seq}-tp{tp}-{key.hexdigest()[:16]}.json"
     if use_cache and cache.exists():

@@ -12,7 +12,8 @@ import pytest
 from lib import calibration, paths
 from lib.devices import TRAIN_GPUS_NVIDIA, load_device
 from lib.forecast import forecast, forecast_sweep, forecast_table, summarize
-from lib.graph import GraphError, capture
+from lib.graph import capture
+from lib.model_config import GraphError
 from lib.labels import PAPER_SEQ, LabelError, load_labels, paper_e2e_table, paper_fusion_table
 
 GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"

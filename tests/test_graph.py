@@ -1,11 +1,12 @@
-"""Tests of lib.graph: FLOPs vs torch's FlopCounterMode, layer multiplication, hand-computed shapes."""
+"""Tests of lib.graph and lib.model_config: FLOPs vs torch's FlopCounterMode, layer multiplication, hand-computed shapes,
+configs refused by field."""
 import json
 from unittest import mock
 
 import pandas as pd
 import pytest
 
-from lib import graph, paths
+from lib import graph, model_config, paths
 
 TINY_GPT2 = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "activation_function": "gelu_new",
              "n_embd": 64, "n_head": 4, "n_layer": 2, "n_positions": 128, "vocab_size": 1000}
@@ -44,7 +45,7 @@ def test_inference_flops_match_flop_counter(tmp_path, tiny):
     path = _write(tmp_path, tiny)
     batch, seq = 3, 16
     df = graph.capture(path, batch, seq, "inference", use_cache=False)
-    cfg = graph.load_config(path)
+    cfg = model_config.load_config(path)
     model = build_model(cfg, "inference", cfg.num_layers, batch)
     ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
     # Recorder underneath only answers .item() on meta (as in capture); the counter sees every op
@@ -101,7 +102,7 @@ def test_switch_sparse_step_sets_the_period(tmp_path, layers, sparse, period):
     # step, so a 12-block stack with 4 sparse blocks is captured as 9 blocks (3 periods of 3) and counted to 12
     path = _write(tmp_path, dict(TINY_SWITCH, num_layers=layers, num_decoder_layers=layers,
                                  num_sparse_encoder_layers=sparse, num_sparse_decoder_layers=sparse))
-    cfg = graph.load_config(path)
+    cfg = model_config.load_config(path)
     assert cfg.periods == (period, period)
     reduced = graph.capture(path, 1, 8, "inference", use_cache=False)
     full = graph.capture(path, 1, 8, "inference", depths=(layers, layers), use_cache=False)
@@ -114,8 +115,8 @@ def test_switch_sparse_step_sets_the_period(tmp_path, layers, sparse, period):
 @pytest.mark.parametrize("value", [-1, 1.5, "3", True])
 def test_switch_bad_sparse_count_names_the_field(tmp_path, value):
     path = _write(tmp_path, dict(TINY_SWITCH, num_sparse_decoder_layers=value))
-    with pytest.raises(graph.GraphError, match="num_sparse_decoder_layers"):
-        graph.load_config(path)
+    with pytest.raises(model_config.GraphError, match="num_sparse_decoder_layers"):
+        model_config.load_config(path)
 
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
@@ -212,43 +213,43 @@ def test_switch_attention_adds_one_bias(tmp_path, mode):
 
 
 def test_errors(tmp_path):
-    with pytest.raises(graph.GraphError, match=r"unknown architecture.*MambaForCausalLM"):
-        graph.load_config(_write(tmp_path, {"architectures": ["MambaForCausalLM"], "model_type": "mamba"}))
-    with pytest.raises(graph.GraphError, match="num_hidden_layers"):
-        graph.load_config(_write(tmp_path, {k: v for k, v in TINY_LLAMA.items() if k != "num_hidden_layers"}))
-    with pytest.raises(graph.GraphError, match=r"512.*max_position_embeddings"):
+    with pytest.raises(model_config.GraphError, match=r"unknown architecture.*MambaForCausalLM"):
+        model_config.load_config(_write(tmp_path, {"architectures": ["MambaForCausalLM"], "model_type": "mamba"}))
+    with pytest.raises(model_config.GraphError, match="num_hidden_layers"):
+        model_config.load_config(_write(tmp_path, {k: v for k, v in TINY_LLAMA.items() if k != "num_hidden_layers"}))
+    with pytest.raises(model_config.GraphError, match=r"512.*max_position_embeddings"):
         graph.capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 1024, "inference")
-    with pytest.raises(graph.GraphError, match="not found"):
-        graph.load_config(tmp_path / "missing.json")
-    with pytest.raises(graph.GraphError, match="cannot read the model config"):
-        graph.load_config(tmp_path)   # a folder
-    with pytest.raises(graph.GraphError, match="n_layer"):
-        graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=0)))
-    with pytest.raises(graph.GraphError, match="'n_layer' must be a positive integer"):
-        graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=True)))
+    with pytest.raises(model_config.GraphError, match="not found"):
+        model_config.load_config(tmp_path / "missing.json")
+    with pytest.raises(model_config.GraphError, match="cannot read the model config"):
+        model_config.load_config(tmp_path)   # a folder
+    with pytest.raises(model_config.GraphError, match="n_layer"):
+        model_config.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=0)))
+    with pytest.raises(model_config.GraphError, match="'n_layer' must be a positive integer"):
+        model_config.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=True)))
     # a size Hugging Face would fill with its own default must be given
-    with pytest.raises(graph.GraphError, match=r"m\.json: field 'n_embd' is missing \(a positive integer"):
-        graph.load_config(_write(tmp_path, {k: v for k, v in TINY_GPT2.items() if k != "n_embd"}))
-    with pytest.raises(graph.GraphError, match="'n_positions' is missing"):
-        graph.load_config(_write(tmp_path, {k: v for k, v in TINY_GPT2.items() if k != "n_positions"}))
-    with pytest.raises(graph.GraphError, match=r"'n_embd' must be a positive integer \(got None\)"):
-        graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_embd=None)))    # null in the JSON
-    with pytest.raises(graph.GraphError, match="'hidden_size' must be a positive integer"):
-        graph.load_config(_write(tmp_path, dict(TINY_LLAMA, hidden_size=-64)))
+    with pytest.raises(model_config.GraphError, match=r"m\.json: field 'n_embd' is missing \(a positive integer"):
+        model_config.load_config(_write(tmp_path, {k: v for k, v in TINY_GPT2.items() if k != "n_embd"}))
+    with pytest.raises(model_config.GraphError, match="'n_positions' is missing"):
+        model_config.load_config(_write(tmp_path, {k: v for k, v in TINY_GPT2.items() if k != "n_positions"}))
+    with pytest.raises(model_config.GraphError, match=r"'n_embd' must be a positive integer \(got None\)"):
+        model_config.load_config(_write(tmp_path, dict(TINY_GPT2, n_embd=None)))    # null in the JSON
+    with pytest.raises(model_config.GraphError, match="'hidden_size' must be a positive integer"):
+        model_config.load_config(_write(tmp_path, dict(TINY_LLAMA, hidden_size=-64)))
     # a value only transformers can judge: one line naming the file, not a traceback from inside
-    with pytest.raises(graph.GraphError, match=r"bad\.json: Hugging Face does not know the value 'foo' of field "
+    with pytest.raises(model_config.GraphError, match=r"bad\.json: Hugging Face does not know the value 'foo' of field "
                                                r"'activation_function'; check its spelling"):
         graph.capture(_write(tmp_path, dict(TINY_GPT2, activation_function="foo"), "bad"), 1, 8, "inference",
                       use_cache=False)
     # a nested field (a RoPE type) is named by its dotted path
     rope = dict(TINY_LLAMA, rope_scaling={"rope_type": "wobbly", "factor": 2.0})
-    with pytest.raises(graph.GraphError, match=r"value 'wobbly' of field 'rope_scaling\.rope_type'"):
+    with pytest.raises(model_config.GraphError, match=r"value 'wobbly' of field 'rope_scaling\.rope_type'"):
         graph.capture(_write(tmp_path, rope, "rope"), 1, 8, "inference", use_cache=False)
     # any other rejection keeps transformers' own words, after the file's name
-    with pytest.raises(graph.GraphError, match=r"bad\.json: cannot build the model.*KeyError: 'missing_table_entry'"):
+    with pytest.raises(model_config.GraphError, match=r"bad\.json: cannot build the model.*KeyError: 'missing_table_entry'"):
         with mock.patch("lib.graph_capture.record", side_effect=KeyError("missing_table_entry")):
             graph.capture(_write(tmp_path, TINY_GPT2, "bad"), 1, 8, "inference", use_cache=False)
-    with pytest.raises(graph.GraphError, match=r"mode must be one of .*\(got 'serving'\)"):
+    with pytest.raises(model_config.GraphError, match=r"mode must be one of .*\(got 'serving'\)"):
         graph.capture(_write(tmp_path, TINY_GPT2), 1, 8, "serving")
 
 
@@ -258,22 +259,22 @@ def test_optional_sizes_must_be_positive_where_given(tmp_path):
     opt = json.loads((paths.MODEL_CONFIGS / "opt_13.json").read_text())
     for base, field, value in ((bert, "type_vocab_size", 0), (bert, "num_labels", 0), (opt, "word_embed_proj_dim", 0),
                                (TINY_LLAMA, "head_dim", 0), (TINY_GPT2, "n_inner", 2.5)):
-        with pytest.raises(graph.GraphError, match=rf"m\.json: field '{field}' must be a positive integer where given "
+        with pytest.raises(model_config.GraphError, match=rf"m\.json: field '{field}' must be a positive integer where given "
                                                    rf"\(got {value}\)"):
-            graph.load_config(_write(tmp_path, dict(base, **{field: value})))
-    with pytest.raises(graph.GraphError, match=r"field 'id2label' must be an object naming at least one label"):
-        graph.load_config(_write(tmp_path, dict(bert, id2label={})))
+            model_config.load_config(_write(tmp_path, dict(base, **{field: value})))
+    with pytest.raises(model_config.GraphError, match=r"field 'id2label' must be an object naming at least one label"):
+        model_config.load_config(_write(tmp_path, dict(bert, id2label={})))
     # null, or not given: Hugging Face's default, as the dataset's configs use it
     for base, field in ((TINY_LLAMA, "head_dim"), (TINY_GPT2, "n_inner"), (bert, "num_labels")):
-        graph.load_config(_write(tmp_path, dict(base, **{field: None})))
-    graph.load_config(_write(tmp_path, dict(bert, id2label={"0": "LABEL_0"})))
-    graph.load_config(_write(tmp_path, dict(TINY_GPT2, id2label={})))   # an LM head counts no labels
+        model_config.load_config(_write(tmp_path, dict(base, **{field: None})))
+    model_config.load_config(_write(tmp_path, dict(bert, id2label={"0": "LABEL_0"})))
+    model_config.load_config(_write(tmp_path, dict(TINY_GPT2, id2label={})))   # an LM head counts no labels
 
 
 def test_aliases_are_hugging_faces():
     from transformers import CONFIG_MAPPING
-    for model_type in graph.ARCHS:
-        assert graph.ALIASES.get(model_type, {}) == CONFIG_MAPPING[model_type].attribute_map, model_type
+    for model_type in model_config.ARCHS:
+        assert model_config.ALIASES.get(model_type, {}) == CONFIG_MAPPING[model_type].attribute_map, model_type
 
 
 @pytest.mark.parametrize("base, alias, field", [(TINY_GPT2, "num_hidden_layers", "n_layer"),
@@ -286,42 +287,42 @@ def test_an_alias_builds_the_same_model_and_a_conflicting_one_is_an_error(tmp_pa
     both = graph.capture(_write(tmp_path, dict(base, **{alias: base[field]}), "both"), 1, 8, "training",
                          use_cache=False)
     pd.testing.assert_series_equal(_totals(both), _totals(plain))
-    with pytest.raises(graph.GraphError, match=rf"fields '{alias}' \({2 * base[field]}\) and '{field}' "
+    with pytest.raises(model_config.GraphError, match=rf"fields '{alias}' \({2 * base[field]}\) and '{field}' "
                                                rf"\({base[field]}\) disagree"):
-        graph.load_config(_write(tmp_path, dict(base, **{alias: 2 * base[field]})))
+        model_config.load_config(_write(tmp_path, dict(base, **{alias: 2 * base[field]})))
 
 
 def test_switch_sparse_step_must_agree_with_the_sparse_count(tmp_path):
     # 6 blocks, 3 sparse: step 2, which Hugging Face's saved configs also write out (and then read instead)
-    assert graph.load_config(_write(tmp_path, dict(TINY_SWITCH, encoder_sparse_step=2))).periods == (2, 2)
-    with pytest.raises(graph.GraphError, match=r"'decoder_sparse_step' \(3\) disagrees with "
+    assert model_config.load_config(_write(tmp_path, dict(TINY_SWITCH, encoder_sparse_step=2))).periods == (2, 2)
+    with pytest.raises(model_config.GraphError, match=r"'decoder_sparse_step' \(3\) disagrees with "
                                                r"'num_sparse_decoder_layers' \(3\): 6 blocks with 3 sparse ones "
                                                r"make a step of 2"):
-        graph.load_config(_write(tmp_path, dict(TINY_SWITCH, decoder_sparse_step=3)))
+        model_config.load_config(_write(tmp_path, dict(TINY_SWITCH, decoder_sparse_step=3)))
 
 
 def test_switch_sparse_counts_are_integers_and_depths_reduce_to_whole_periods(tmp_path):
     for bad in (False, 0.0, -1):                             # a bool or a float is no count, even one equal to 0
-        with pytest.raises(graph.GraphError, match="'num_sparse_encoder_layers' must be a non-negative integer"):
-            graph.load_config(_write(tmp_path, dict(TINY_SWITCH, num_sparse_encoder_layers=bad)))
+        with pytest.raises(model_config.GraphError, match="'num_sparse_encoder_layers' must be a non-negative integer"):
+            model_config.load_config(_write(tmp_path, dict(TINY_SWITCH, num_sparse_encoder_layers=bad)))
     # 10 blocks of period 3 are no whole number of periods: built at full depth; 12 are: built as 3 periods (9)
     from dataclasses import replace
-    cfg = graph.load_config(_write(tmp_path, TINY_SWITCH))
+    cfg = model_config.load_config(_write(tmp_path, TINY_SWITCH))
     assert graph._reduced_depths(replace(cfg, num_layers=(10, 12), periods=(3, 3))) == (10, 9)
 
 
 def test_heads_must_split_the_width(tmp_path):
-    with pytest.raises(graph.GraphError, match=r"'n_embd' \(64\) must be a multiple of 'n_head' \(3\)"):
-        graph.load_config(_write(tmp_path, dict(TINY_GPT2, n_head=3)))
+    with pytest.raises(model_config.GraphError, match=r"'n_embd' \(64\) must be a multiple of 'n_head' \(3\)"):
+        model_config.load_config(_write(tmp_path, dict(TINY_GPT2, n_head=3)))
     for family, cfg in LLAMA_FAMILY.items():                 # each of the three grouped-query families
-        with pytest.raises(graph.GraphError, match=r"'num_attention_heads' \(4\) must be a multiple of "
+        with pytest.raises(model_config.GraphError, match=r"'num_attention_heads' \(4\) must be a multiple of "
                                                    r"'num_key_value_heads' \(3\)"):
-            graph.load_config(_write(tmp_path, dict(cfg, num_key_value_heads=3), family))
-    with pytest.raises(graph.GraphError, match="'num_key_value_heads' must be a positive integer or null"):
-        graph.load_config(_write(tmp_path, dict(TINY_LLAMA, num_key_value_heads=0)))
+            model_config.load_config(_write(tmp_path, dict(cfg, num_key_value_heads=3), family))
+    with pytest.raises(model_config.GraphError, match="'num_key_value_heads' must be a positive integer or null"):
+        model_config.load_config(_write(tmp_path, dict(TINY_LLAMA, num_key_value_heads=0)))
     # a Llama config may give head_dim, and then the heads need not split the width
-    graph.load_config(_write(tmp_path, dict(TINY_LLAMA, num_attention_heads=6, num_key_value_heads=2, head_dim=16)))
-    graph.load_config(_write(tmp_path, dict(TINY_LLAMA, num_key_value_heads=None)))
+    model_config.load_config(_write(tmp_path, dict(TINY_LLAMA, num_attention_heads=6, num_key_value_heads=2, head_dim=16)))
+    model_config.load_config(_write(tmp_path, dict(TINY_LLAMA, num_key_value_heads=None)))
 
 
 def test_label_layer_nodes_reads_label_csv(tmp_path):
@@ -343,7 +344,7 @@ def test_fields_with_value_finds_nested_string_fields():
 
 def test_building_leaves_the_config_unchanged(tmp_path):
     # Hugging Face copies an old-style RoPE 'type' to 'rope_type' inside the dict it is given
-    cfg = graph.load_config(_write(tmp_path, dict(TINY_LLAMA, rope_scaling={"type": "linear", "factor": 2.0})))
+    cfg = model_config.load_config(_write(tmp_path, dict(TINY_LLAMA, rope_scaling={"type": "linear", "factor": 2.0})))
     before = json.dumps(cfg.raw, sort_keys=True)
     from lib.graph_capture import build_model
     build_model(cfg, "inference", cfg.num_layers, batch=1)
@@ -355,7 +356,7 @@ def test_capture_regions_follow_the_blocks_forward_and_backward(tmp_path):
     # (epilogue) and the embeddings' last (prologue); each block runs the same kernels in either direction
     import itertools
     from lib.graph_capture import record
-    recs = record(graph.load_config(_write(tmp_path, TINY_GPT2)), 2, 8, "training", (2,))
+    recs = record(model_config.load_config(_write(tmp_path, TINY_GPT2)), 2, 8, "training", (2,))
     runs = {ph: [k for k, _ in itertools.groupby((r["layer"], r["block"]) for r in recs if r["phase"] == ph)]
             for ph in ("fw", "bw")}
     assert runs["fw"] == [("prologue", -1), ("layer", 0), ("layer", 1), ("epilogue", -1)]
