@@ -156,7 +156,7 @@ def softmax_seed_kernels(runs, cfg: dict | None = None, nvidia_cfg: dict | None 
 def softmax_seed_labels(labels: pd.DataFrame, runs, cfg: dict | None = None) -> pd.DataFrame:
     """Per run of `runs`, model (SEED_MODELS), mode and device ('all AMD GPUs' too): the labels' count and mean APE,
     forecast by the 'all' models of amd_predictors(cfg=cfg) with that run's softmax model (notebook 06)."""
-    from .forecast import evaluate_labels
+    from .label_eval import evaluate_labels
     others = amd_predictors("all", cfg)
     rows = []
     for run in runs:

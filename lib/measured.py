@@ -237,7 +237,7 @@ def measured_labels(root: Path | str = paths.MEASURED / "labels") -> pd.DataFram
 
 # ratio = e2e_ms / dataset_e2e_ms: our measurement of a setting over the dataset's label of it on the same GPU
 def score_measured_labels(ev: pd.DataFrame, dataset: pd.DataFrame) -> pd.DataFrame:
-    """Measured labels forecast by lib.forecast.evaluate_labels (neusight columns) beside the dataset's label of the
+    """Measured labels forecast by lib.label_eval.evaluate_labels (neusight columns) beside the dataset's label of the
     same GPU, setting and option (dataset_e2e_ms, NaN where it has none) (notebook 05)."""
     if ev.empty:
         return pd.DataFrame(columns=LABEL_COLUMNS)
@@ -256,7 +256,7 @@ TWIN_LABEL_COLUMNS = ["software", "device", "twin", "model", "mode", "seq", "bat
 # APE against its own GPU's measurement
 def twin_labels(own_e2e: pd.DataFrame, ev: pd.DataFrame, twins: dict = TWINS) -> pd.DataFrame:
     """Measured labels (score_measured_labels rows) beside the dataset's label and forecast of the same setting on the
-    GPU's twin (`ev`: lib.forecast.evaluate_labels rows with neusight_ms); TWIN_LABEL_COLUMNS (notebook 05)."""
+    GPU's twin (`ev`: lib.label_eval.evaluate_labels rows with neusight_ms); TWIN_LABEL_COLUMNS (notebook 05)."""
     keys = ["model", "mode", "seq", "batch", "option"]
     mine = own_e2e[own_e2e["device"].isin(list(twins))].assign(twin=lambda d: d["device"].map(twins))
     theirs = ev[keys + ["device", "e2e_ms", "neusight_ms"]].rename(

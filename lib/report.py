@@ -53,7 +53,7 @@ def on_paper_labels(per_seed: pd.DataFrame, tables: dict) -> np.ndarray:
 
 
 def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd.DataFrame:
-    """Mean NeuSight APE (%) per kind, device ('ALL': every label of the kind) and seed of lib.forecast.seed_label_ape's
+    """Mean NeuSight APE (%) per kind, device ('ALL': every label of the kind) and seed of lib.label_eval.seed_label_ape's
     table, the least and largest over the seeds, the mean APE of the seeds' mean forecast, and the paper's mean on the
     labels its tables have where `paper` (indexed by kind and device) has it; where per_seed flags those labels
     (bool column `paper_label`), also our least and largest over the seeds on them alone, the range to set beside
@@ -86,8 +86,8 @@ def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd
 
 def e2e_held_out_table(held: pd.DataFrame, committed: pd.DataFrame) -> pd.DataFrame:
     """lib.metrics.never_trained_table per kind of label (notebook 05): the training GPUs' labels as
-    lib.forecast.held_out_label_ape forecast them (beside `committed`'s NeuSight forecast of the same labels) and
-    the other GPUs' labels as `committed` (lib.forecast.evaluate_labels, kind added) forecasts them; n = labels."""
+    lib.label_eval.held_out_label_ape forecast them (beside `committed`'s NeuSight forecast of the same labels) and
+    the other GPUs' labels as `committed` (lib.label_eval.evaluate_labels, kind added) forecasts them; n = labels."""
     from .devices import TRAIN_GPUS_NVIDIA
     both = held.merge(committed[[*LABEL_KEYS, "neusight_ms"]], on=LABEL_KEYS, suffixes=("", "_trained"), validate="1:1")
     ood = committed[~committed["device"].isin(TRAIN_GPUS_NVIDIA)]

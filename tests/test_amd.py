@@ -344,7 +344,7 @@ def test_f_vec_response_sets_f_vec_alone(tmp_path, monkeypatch):
 
 
 def test_softmax_seed_spread_run_0_is_the_models_as_given(tmp_path, monkeypatch):
-    from lib.forecast import evaluate_labels
+    from lib.label_eval import evaluate_labels
     from lib.labels import load_labels
     from lib.metrics import mape
     from lib.selection import spread_seed

@@ -206,7 +206,7 @@ def test_fused_forecast_folds_and_sweep_agrees():
 
 def test_evaluate_labels_forecasts_a_fused_label_fused(monkeypatch):
     import lib.forecast as forecast_mod
-    from lib.forecast import evaluate_labels
+    from lib.label_eval import evaluate_labels
     from lib.labels import device_file_of_folder
     lab = load_labels()
     fused = lab[lab.option == "fusion"].iloc[[0]]
@@ -227,7 +227,7 @@ def test_evaluate_labels_forecasts_a_fused_label_fused(monkeypatch):
 def test_evaluate_labels_equals_one_forecast_per_label():
     """Labels are forecast in groups (one sweep per model, sequence, mode and option): each still gets its own GPU's
     and batch's forecast, also where a group's GPUs measured other batches, in the labels' order."""
-    from lib.forecast import evaluate_labels
+    from lib.label_eval import evaluate_labels
     from lib.labels import device_file_of_folder
     lab = load_labels()
     bert = lab[(lab.model == "bert_large") & (lab["mode"] == "inference") & (lab.option == "")]
@@ -439,7 +439,7 @@ def test_apply_calibration_by_hand():
 
 
 def test_seed_label_ape_forecasts_each_seed_and_names_the_kind():
-    from lib.forecast import evaluate_labels, seed_label_ape
+    from lib.label_eval import evaluate_labels, seed_label_ape
     labels = load_labels()
     one = labels[(labels.gpu == "NVIDIA_H100_80GB_HBM3") & (labels.model == "bert_large") & (labels["mode"] == "inference")
                  & labels.option.isin(["", "fusion"])].groupby("option").head(1).reset_index(drop=True)
@@ -485,7 +485,7 @@ def test_e2e_seed_table_by_hand():
 
 
 def test_held_out_label_ape_forecasts_training_gpus_without_their_rows():
-    from lib.forecast import evaluate_labels, held_out_label_ape
+    from lib.label_eval import evaluate_labels, held_out_label_ape
     from lib.selection import held_out_configs
     labels = load_labels()
     two = labels[(labels.model == "bert_large") & (labels["mode"] == "inference") & (labels.option == "")
@@ -520,8 +520,8 @@ def test_e2e_held_out_table_by_hand():
 
 
 def test_before_after_pairs_each_label_with_itself():
-    """lib.forecast.before_after: rows matched on the label (not on position), with its kind and GPU group."""
-    from lib.forecast import before_after
+    """lib.label_eval.before_after: rows matched on the label (not on position), with its kind and GPU group."""
+    from lib.label_eval import before_after
     base = pd.DataFrame({"gpu": ["g1", "g2"], "device": [TRAIN_GPUS_NVIDIA[0], "NVIDIA H100 80GB HBM3"],
                          "model": ["bert_large", "gpt2_large"], "mode": ["inference", "training"], "batch": [1, 2],
                          "seq": [512, 1024], "option": ["fusion", ""], "e2e_ms": [10.0, 20.0]})

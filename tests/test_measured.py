@@ -175,7 +175,7 @@ def test_model_labels_read_back_and_sit_beside_the_dataset_label(tmp_path):
 
 
 def test_measured_labels_are_forecast_like_the_dataset_labels(tmp_path):
-    from lib.forecast import evaluate_labels
+    from lib.label_eval import evaluate_labels
     from lib.labels import load_labels
     _write_label(tmp_path, "NVIDIA H100 80GB HBM3", "bert_large-inf-512-8", 70.0)
     tiny = {c: {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 500}
