@@ -1,6 +1,7 @@
 """End-to-end forecasts scored against the labels (notebook 05): every label forecast by its GPU's spec (one
 lib.forecast.forecast_sweep per model, sequence, mode and option), its APE, and the label-by-label comparisons built on
-it (a change before and after, the training seeds, the training GPUs forecast as if never trained on).
+it (a change before and after, the training seeds, the training GPUs forecast as if never trained on), and
+those two summarized per kind of label and GPU.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pandas as pd
 from . import paths
 from .devices import load_device
 from .forecast import METHODS, forecast_sweep
+from .labels import E2E_KINDS, LABEL_KEYS
+from .metrics import ape, never_trained_table
 
 
 def evaluate_labels(labels: pd.DataFrame, methods=METHODS, tiles: str = "spec",
@@ -97,3 +100,60 @@ def held_out_label_ape(labels: pd.DataFrame, cfg_by_class: dict | None = None) -
         return labels.iloc[:0].assign(neusight_ms=np.nan, neusight_ape=np.nan, kind="")
     ev = pd.concat(frames, ignore_index=True)
     return ev.assign(kind=label_kind(ev))
+
+
+def on_paper_labels(per_seed: pd.DataFrame, tables: dict) -> np.ndarray:
+    """Per row of a seed_label_ape table: does the paper's table of its kind ({kind: notebook 05's e2e_inference or
+    e2e_training table}) have a cell (paper_neusight) for its label? (notebook 05)"""
+    keys = ["kind", "gpu", "model", "batch", "seq"]
+    cells = pd.concat([t.loc[t["paper_neusight"].notna(), keys[1:]].assign(kind=kind) for kind, t in tables.items()])
+    cells = set(cells[keys].astype({"model": str}).itertuples(index=False, name=None))
+    return np.array([key in cells for key in per_seed[keys].astype({"model": str}).itertuples(index=False, name=None)])
+
+
+def e2e_seed_table(per_seed: pd.DataFrame, paper: pd.Series | None = None) -> pd.DataFrame:
+    """Mean NeuSight APE (%) per kind, device ('ALL': every label of the kind) and seed of seed_label_ape's
+    table, the least and largest over the seeds, the mean APE of the seeds' mean forecast, and the paper's mean on the
+    labels its tables have where `paper` (indexed by kind and device) has it; where per_seed flags those labels
+    (bool column `paper_label`), also our least and largest over the seeds on them alone, the range to set beside
+    the paper's (notebook 05)."""
+    def mean_by(df, col, keys=()):      # mean of col per kind (device 'ALL') and per kind and device, [x keys]
+        everyone = df.groupby(["kind", *keys], sort=False)[col].mean().to_frame().assign(device="ALL")
+        return pd.concat([everyone.set_index("device", append=True).reorder_levels(["kind", "device", *keys]),
+                          df.groupby(["kind", "device", *keys], sort=False)[col].mean().to_frame()])[col]
+    out = mean_by(per_seed, "neusight_ape", ["seed"]).unstack("seed")
+    out.columns = [f"seed{s}_pct" for s in out.columns]
+    out["min_pct"], out["max_pct"] = out.min(axis=1), out.max(axis=1)
+    if "paper_label" in per_seed:
+        on_paper = mean_by(per_seed[per_seed["paper_label"].astype(bool)], "neusight_ape", ["seed"]).unstack("seed")
+        on_paper = on_paper.reindex(out.index)
+        out["paper_labels_min_pct"], out["paper_labels_max_pct"] = on_paper.min(axis=1), on_paper.max(axis=1)
+    # mean_forecast_pct: each label's forecast averaged over the seeds, then the mean APE,
+    #   mean over labels of 100 |mean_s pred_s - measured| / measured
+    one = per_seed.groupby([*LABEL_KEYS, "kind", "device"], sort=False).agg(pred=("neusight_ms", "mean"),
+                                                                             meas=("e2e_ms", "first")).reset_index()
+    one["ape"] = ape(one["pred"], one["meas"])
+    out["mean_forecast_pct"] = mean_by(one, "ape").reindex(out.index)
+    if paper is not None:
+        out["paper_pct"] = paper.reindex(out.index).to_numpy()
+    out = out.reset_index()
+    # kinds in E2E_KINDS' order, 'ALL' first within each, then devices by name
+    rank = out["kind"].map({k: i for i, k in enumerate(E2E_KINDS)}).fillna(len(E2E_KINDS))
+    order = np.lexsort((out["device"].to_numpy(), (out["device"] != "ALL").to_numpy(), rank.to_numpy()))
+    return out.iloc[order].reset_index(drop=True)
+
+
+def e2e_held_out_table(held: pd.DataFrame, committed: pd.DataFrame) -> pd.DataFrame:
+    """lib.metrics.never_trained_table per kind of label (notebook 05): the training GPUs' labels as
+    lib.label_eval.held_out_label_ape forecast them (beside `committed`'s NeuSight forecast of the same labels) and
+    the other GPUs' labels as `committed` (evaluate_labels, kind added) forecasts them; n = labels."""
+    from .devices import TRAIN_GPUS_NVIDIA
+    both = held.merge(committed[[*LABEL_KEYS, "neusight_ms"]], on=LABEL_KEYS, suffixes=("", "_trained"), validate="1:1")
+    ood = committed[~committed["device"].isin(TRAIN_GPUS_NVIDIA)]
+    out = never_trained_table(
+        pd.DataFrame({"device": both["device"], "kind": both["kind"], "pred": both["neusight_ms"],
+                      "meas": both["e2e_ms"], "trained": both["neusight_ms_trained"]}),
+        pd.DataFrame({"device": ood["device"], "kind": ood["kind"], "pred": ood["neusight_ms"], "meas": ood["e2e_ms"]}),
+        "kind").rename(columns={"n": "labels"})
+    rank = out["kind"].map({k: i for i, k in enumerate(E2E_KINDS)})
+    return out.iloc[np.lexsort((np.arange(len(out)), rank.to_numpy()))].reset_index(drop=True)

@@ -79,6 +79,9 @@ def _read_json(path: Path) -> dict:
 
 LABEL_COLUMNS = ["gpu", "device", "vendor", "model", "mode", "seq", "batch", "option", "e2e_ms", "fw_ms", "bw_ms",
                  "num_layer", "csv", "json"]
+LABEL_KEYS = ["gpu", "model", "mode", "batch", "seq", "option"]   # what tells one label from another
+# The kinds of label the end-to-end tables score apart (lib.label_eval.label_kind), in their order
+E2E_KINDS = ("inference", "training", "fused inference")
 
 
 def load_labels(root: Path | None = None) -> pd.DataFrame:

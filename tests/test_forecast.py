@@ -457,7 +457,7 @@ def test_seed_label_ape_forecasts_each_seed_and_names_the_kind():
 
 
 def test_e2e_seed_table_by_hand():
-    from lib.report import e2e_seed_table
+    from lib.label_eval import e2e_seed_table
     # two training labels on G1 and one on G3, one inference label on G2, each measured at 100 ms; seeds 0 and 1
     per_seed = pd.DataFrame({"seed": [0] * 4 + [1] * 4, "kind": ["training", "training", "inference", "training"] * 2,
                              "device": ["G1", "G1", "G2", "G3"] * 2, "gpu": ["g1", "g1", "g2", "g3"] * 2, "model": "m",
@@ -504,7 +504,7 @@ def test_held_out_label_ape_forecasts_training_gpus_without_their_rows():
 
 
 def test_e2e_held_out_table_by_hand():
-    from lib.report import e2e_held_out_table
+    from lib.label_eval import e2e_held_out_table
     key = {"model": "m", "mode": "inference", "batch": 1, "seq": 8, "option": ""}
     held = pd.DataFrame([{**key, "gpu": "Tesla_T4", "device": "Tesla T4", "kind": "inference", "e2e_ms": 10.0,
                           "neusight_ms": 13.0}])
@@ -644,3 +644,27 @@ def test_cli_kernels_out_is_not_standard_output(tmp_path):
     assert r.returncode == 2 and r.stdout == "" and list(tmp_path.iterdir()) == []
     assert r.stderr.startswith("error: argument --kernels-out: '-' (standard output) is not supported")
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_on_paper_labels_flags_the_labels_with_a_paper_cell():
+    from lib.label_eval import on_paper_labels
+    # the paper's inference table has a cell for (g1, m, 1, 8) only, training's for (g1, m, 2, 8): kinds kept apart
+    inf = pd.DataFrame({"gpu": ["g1", "g1"], "model": pd.Categorical(["m", "m"]), "batch": [1, 2], "seq": [8, 8],
+                        "paper_neusight": [3.0, np.nan]})
+    train = inf.assign(paper_neusight=[np.nan, 4.0])
+    per_seed = pd.DataFrame({"kind": ["inference", "inference", "training", "training", "fused inference"],
+                             "gpu": "g1", "model": "m", "batch": [1, 2, 1, 2, 1], "seq": 8})
+    flags = on_paper_labels(per_seed, {"inference": inf, "training": train})
+    assert flags.tolist() == [True, False, False, True, False]
+
+
+def test_e2e_seed_table_mean_forecast_averages_three_seeds():
+    from lib.label_eval import e2e_seed_table
+    # one label measured at 100 ms, forecast 100, 100 and 130 ms by three seeds: the mean forecast (110 ms) is 10% off
+    # (the median forecast would be exact)
+    per_seed = pd.DataFrame({"seed": [0, 1, 2], "kind": "inference", "device": "G", "gpu": "g", "model": "m",
+                             "mode": "inference", "batch": 1, "seq": 8, "option": "", "e2e_ms": 100.0,
+                             "neusight_ms": [100.0, 100.0, 130.0], "neusight_ape": [0.0, 0.0, 30.0]})
+    t = e2e_seed_table(per_seed).set_index(["kind", "device"])
+    assert t.loc[("inference", "G"), "mean_forecast_pct"] == pytest.approx(10.0)
+    assert t.loc[("inference", "G"), ["min_pct", "max_pct"]].tolist() == [0.0, 30.0]

@@ -147,28 +147,6 @@ def test_ood_gpus_note_by_hand():
     assert note.startswith("OOD kernels: BMM on X and Y; FC, LN on X. ")
 
 
-def test_on_paper_labels_flags_the_labels_with_a_paper_cell():
-    # the paper's inference table has a cell for (g1, m, 1, 8) only, training's for (g1, m, 2, 8): kinds kept apart
-    inf = pd.DataFrame({"gpu": ["g1", "g1"], "model": pd.Categorical(["m", "m"]), "batch": [1, 2], "seq": [8, 8],
-                        "paper_neusight": [3.0, np.nan]})
-    train = inf.assign(paper_neusight=[np.nan, 4.0])
-    per_seed = pd.DataFrame({"kind": ["inference", "inference", "training", "training", "fused inference"],
-                             "gpu": "g1", "model": "m", "batch": [1, 2, 1, 2, 1], "seq": 8})
-    flags = report.on_paper_labels(per_seed, {"inference": inf, "training": train})
-    assert flags.tolist() == [True, False, False, True, False]
-
-
-def test_e2e_seed_table_mean_forecast_averages_three_seeds():
-    # one label measured at 100 ms, forecast 100, 100 and 130 ms by three seeds: the mean forecast (110 ms) is 10% off
-    # (the median forecast would be exact)
-    per_seed = pd.DataFrame({"seed": [0, 1, 2], "kind": "inference", "device": "G", "gpu": "g", "model": "m",
-                             "mode": "inference", "batch": 1, "seq": 8, "option": "", "e2e_ms": 100.0,
-                             "neusight_ms": [100.0, 100.0, 130.0], "neusight_ape": [0.0, 0.0, 30.0]})
-    t = report.e2e_seed_table(per_seed).set_index(["kind", "device"])
-    assert t.loc[("inference", "G"), "mean_forecast_pct"] == pytest.approx(10.0)
-    assert t.loc[("inference", "G"), ["min_pct", "max_pct"]].tolist() == [0.0, 30.0]
-
-
 def test_bench_machine_names_the_cpu_and_is_empty_for_an_older_table():
     rows = [{"metric": "machine", "value": 2, "unit": "CPUs", "target": "", "note": "AMD EPYC, torch AVX2; commit abc"},
             {"metric": "forecast_cli_cold", "value": 2.5, "unit": "s", "target": "<= 5", "note": ""}]
