@@ -66,7 +66,7 @@ def amd_rows(op_class: str) -> pd.DataFrame:
     return feat[ok.to_numpy()].reset_index(drop=True)
 
 
-def _as_loaded(rows: pd.DataFrame, op_class: str) -> pd.DataFrame:
+def as_loaded(rows: pd.DataFrame, op_class: str) -> pd.DataFrame:
     """amd_rows' rows with load_kernels' columns alone (what lib.kernels takes, features left out)."""
     return rows[list(load_kernels(ops=op_class, devices=list(TRAIN_GPUS_AMD), vendor="amd").columns)]
 
@@ -227,7 +227,7 @@ def own_rows_forecast(op_class: str, cfg: dict | None = None, match_steps: bool 
     (notebook 06)."""
     from .kernels import predict_by_device
     rows = amd_rows(op_class)
-    raw = _as_loaded(rows, op_class)
+    raw = as_loaded(rows, op_class)
     model = train_amd(op_class, "all", cfg, match_steps, rocm_softmax=rocm_softmax, smem_input=smem_input)
     return raw.assign(pred_ms=predict_by_device(raw, tiles="oracle", cfg_by_class={op_class: model}))
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .amd import (AMD_CONFIGS, AMD_SPEC_TILES, GEMM_CLASSES, _as_loaded, amd_predictors, amd_rows, amd_tile_forest,
+from .amd import (AMD_CONFIGS, AMD_SPEC_TILES, GEMM_CLASSES, amd_predictors, amd_rows, amd_tile_forest, as_loaded,
                   held_out_shapes, train_amd)
 from .data import OP_CLASSES, load_kernels
 from .devices import TRAIN_GPUS_AMD
@@ -71,7 +71,7 @@ def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, ma
     frames = []
     for op_class in op_classes:
         rows = amd_rows(op_class)
-        raw = _as_loaded(rows, op_class)
+        raw = as_loaded(rows, op_class)
         held = held_out_shapes(rows)
         parts = [("held-out shapes", "shapes", held)]
         parts += [("GPU never trained on", gpu, (rows["device"] != gpu).to_numpy()) for gpu in TRAIN_GPUS_AMD]
