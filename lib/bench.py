@@ -166,7 +166,7 @@ def _git(*args: str) -> str:
 def bench_machine() -> list[dict]:
     """What the numbers were measured on and at which commit: one row whose note names them (the README's speed table
     cites it), since they depend on the CPU (README, Speed)."""
-    from .train import numeric_env   # torch: imported only here
+    from .numerics import numeric_env   # torch: imported only here
     env = numeric_env()
     edited = " with lib/ edited" if _git("status", "--porcelain", "lib") else ""
     return [{"metric": "machine", "value": os.cpu_count(), "unit": "CPUs", "target": "",

@@ -80,7 +80,8 @@ def prepare(kind: str, notebooks: list[Path]) -> None:
 def provenance(outputs: list[Path]) -> None:
     """figures/PROVENANCE.json: commit, date, machine and wall time per notebook of the last full run; after a full
     run, figures/predictors/ holds the models it used (lib.reference_weights)."""
-    from .train import cache_dir, numeric_env    # torch: imported only here
+    from .numerics import numeric_env    # torch: imported only here
+    from .train import cache_dir
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=paths.ROOT).stdout.strip()
     dirty = bool(subprocess.run(["git", "status", "--porcelain", "lib", "notebooks", "params"],
                                 capture_output=True, text=True, cwd=paths.ROOT).stdout.strip())

@@ -159,7 +159,7 @@ def has_weights(path: Path) -> bool:
 
 
 def trained_on(files: list[Path]) -> dict:
-    """{CPU model: number of these saved predictors it trained} (lib.train.numeric_env; 'unrecorded' before 2026-11-26)."""
+    """{CPU model: number of these saved predictors it trained} (lib.numerics.numeric_env; 'unrecorded' before 2026-11-26)."""
     from .train import load_saved
     counts = Counter(load_saved(f)["info"].get("cpu_model", "unrecorded") for f in files)
     return dict(sorted(counts.items()))

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="JSON {op_class: TrainConfig fields} to train instead of the defaults "
                                          "(for tests: a model other than the committed one never matches)")
     args = parser.parse_args(argv)
-    from .train import blas_fingerprint, cpu_model
+    from .numerics import blas_fingerprint, cpu_model
     try:
         cfg = json.loads(Path(args.config).read_text()) if args.config else None
     except (OSError, ValueError) as e:

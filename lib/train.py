@@ -15,14 +15,12 @@ import inspect
 import io
 import json
 import os
-import platform
 import re
 import shutil
 import sys
 import textwrap
 import time
 from dataclasses import asdict, dataclass
-from importlib.metadata import version
 from pathlib import Path
 from typing import Callable
 
@@ -30,72 +28,7 @@ import numpy as np
 import torch
 from tqdm import tqdm  # text bars on stderr (tqdm.auto warns in notebooks without ipywidgets)
 
-from . import paths, reference_weights
-
-# Every predictor trains on the same number of torch threads, whatever the machine: a CPU matmul
-# sums in an order set by its thread count, and over thousands of optimizer steps those last-bit
-# differences grow into different weights (several MAPE points for the deep direct models). Pinned,
-# a rerun on a machine like the reference one (same vector ISA, torch's cpu_capability) trains the
-# same weights. 2 = the reference machine's cores; NEUSIGHT_TRAIN_THREADS overrides it.
-def _train_threads() -> int:
-    raw = os.environ.get("NEUSIGHT_TRAIN_THREADS", "2")
-    if not raw.strip().isdigit() or int(raw) < 1:
-        raise ValueError(f"NEUSIGHT_TRAIN_THREADS must be a positive integer, got {raw!r}")
-    return int(raw)
-
-
-TRAIN_THREADS = _train_threads()
-
-
-# MKL picks its float32 matmul kernels by CPU unless MKL_CBWR pins them (lib/__init__ sets COMPATIBLE), and the order in
-# which they sum decides the weights: on a 2-core AMD EPYC, COMPATIBLE changed them while torch's own ISA (avx2 or
-# avx512) did not. Two runs whose fingerprints differ sum matmuls in another order.
-@functools.cache
-def blas_fingerprint() -> str:
-    """md5 (12 hex digits) of one fixed float32 matmul on the training threads (PROVENANCE.json; README)."""
-    g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(1024, 256, generator=g), torch.randn(256, 512, generator=g)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(TRAIN_THREADS)
-    try:
-        product = (a @ b).numpy()
-    finally:
-        torch.set_num_threads(threads)
-    return hashlib.md5(product.tobytes()).hexdigest()[:12]
-
-
-# The libraries that build a predictor's inputs (pandas, numpy) and train it (torch): another version may train
-# other weights from the same code and data, so their versions name the cache folder (requirements.txt pins them).
-TRAINING_LIBRARIES = ("torch", "numpy", "pandas")
-
-
-@functools.cache
-def library_versions() -> dict:
-    """Installed version of each of TRAINING_LIBRARIES, e.g. {"torch": "2.13.0+cpu", ...} (notebook 03)."""
-    return {name: version(name) for name in TRAINING_LIBRARIES}
-
-
-@functools.cache
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo, else platform.processor()): with the same vector ISA, MKL_CBWR and BLAS
-    fingerprint, an Intel Xeon trained other weights than an AMD EPYC (README, Reproducibility)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def numeric_env() -> dict:
-    """Thread count, CPU model, vector ISA, MKL's kernels and library versions, which with code and data decide the
-    weights (notebook 03)."""
-    return {"train_threads": TRAIN_THREADS, "cpu_model": cpu_model(),
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "mkl_cbwr": os.environ.get("MKL_CBWR", ""), "blas_fingerprint": blas_fingerprint(),
-            "libraries": library_versions()}
-
+from . import numerics, paths, reference_weights
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -268,9 +201,9 @@ def cache_key(*parts) -> str:
 def cache_folder() -> str:
     """torch<v>-numpy<v>-pandas<v>-<cpu model>-blas-<fingerprint>-threads<N>: one folder per numeric environment
     (notebook 03)."""
-    libraries = "-".join(f"{name}{v}" for name, v in library_versions().items())
-    cpu = re.sub(r"[^a-z0-9]+", "-", cpu_model().lower().replace("(r)", "").replace("(tm)", "")).strip("-")
-    return f"{libraries}-{cpu}-blas-{blas_fingerprint()}-threads{TRAIN_THREADS}"
+    libraries = "-".join(f"{name}{v}" for name, v in numerics.library_versions().items())
+    cpu = re.sub(r"[^a-z0-9]+", "-", numerics.cpu_model().lower().replace("(r)", "").replace("(tm)", "")).strip("-")
+    return f"{libraries}-{cpu}-blas-{numerics.blas_fingerprint()}-threads{numerics.TRAIN_THREADS}"
 
 
 def cache_dir() -> Path:
@@ -332,7 +265,7 @@ def load_saved(path: Path) -> dict:
 
 def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]], weights: bool = True) -> tuple[dict, dict]:
     """(state, info) from the committed weights (lib.reference_weights) or cache_path(name, key), else build() on
-    TRAIN_THREADS threads and save atomically; info records the numeric environment it was trained in.
+    lib.numerics.TRAIN_THREADS threads and save atomically; info records the numeric environment it was trained in.
     weights=False: the caller reads info only, and a model committed without weights serves (state None)."""
     found = saved(name, key)
     blob = load_saved(found) if found else None
@@ -343,12 +276,12 @@ def cached(name: str, key: str, build: Callable[[], tuple[dict, dict]], weights:
         _log_model(found, blob["info"], True, weights)
         return blob["state"], {**blob["info"], "cached": True}
     threads = torch.get_num_threads()
-    torch.set_num_threads(TRAIN_THREADS)
+    torch.set_num_threads(numerics.TRAIN_THREADS)
     try:
         state, info = build()
     finally:
         torch.set_num_threads(threads)
-    info = {**info, **numeric_env()}
+    info = {**info, **numerics.numeric_env()}
     path = cache_path(name, key)
     path.parent.mkdir(parents=True, exist_ok=True)
     buf = io.BytesIO()

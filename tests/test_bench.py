@@ -19,8 +19,8 @@ def test_forecast_cli_capture_is_the_first_timed_call_after_the_warm_up(monkeypa
 
 def test_machine_row_names_cpu_isa_threads_and_commit(monkeypatch):
     import subprocess
-    from lib import train
-    monkeypatch.setattr(train, "numeric_env", lambda: {"cpu_model": "Some CPU", "cpu_capability": "AVX2", "train_threads": 2})
+    from lib import numerics
+    monkeypatch.setattr(numerics, "numeric_env", lambda: {"cpu_model": "Some CPU", "cpu_capability": "AVX2", "train_threads": 2})
     answers = iter(["", "abc1234\n"])                                    # a clean git status, then git rev-parse
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, next(answers), ""))
     (row,) = bench.bench_machine()

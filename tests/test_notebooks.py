@@ -31,35 +31,35 @@ def test_there_are_notebooks():
 
 def test_provenance_records_the_machine(tmp_path, monkeypatch):
     # the CPU model too: the same vector ISA on another CPU trained other weights (README, Reproducibility)
-    from lib import notebooks, train
+    from lib import notebooks, numerics
     monkeypatch.setattr(paths, "FIGURES", tmp_path)
     notebooks.provenance([])
     machine = json.loads((tmp_path / "PROVENANCE.json").read_text())["machine"]
-    assert machine["cpu_model"].strip() and machine["cpu_model"] == train.cpu_model()
+    assert machine["cpu_model"].strip() and machine["cpu_model"] == numerics.cpu_model()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():   # read independently: the first 'model name' line
         names = [ln.split(":", 1)[1].strip() for ln in cpuinfo.read_text().splitlines() if ln.startswith("model name")]
         assert machine["cpu_model"] == (names[0] if names else machine["cpu_model"])
     assert {"train_threads", "cpu_capability", "cpus"} <= set(machine)
     assert machine["mkl_cbwr"] == "COMPATIBLE"
-    assert len(machine["blas_fingerprint"]) == 12 and machine["blas_fingerprint"] == train.blas_fingerprint()
+    assert len(machine["blas_fingerprint"]) == 12 and machine["blas_fingerprint"] == numerics.blas_fingerprint()
 
 
 def _fingerprint_in_subprocess(**env_changes) -> str:
     """blas_fingerprint() of a fresh python that imports lib, with MKL_CBWR as given (None: unset)."""
     env = {k: v for k, v in os.environ.items() if k != "MKL_CBWR"}
     env.update({k: v for k, v in env_changes.items() if v is not None})
-    code = "import torch; from lib.train import blas_fingerprint; print(blas_fingerprint())"
+    code = "import torch; from lib.numerics import blas_fingerprint; print(blas_fingerprint())"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                           cwd=paths.ROOT, check=True).stdout.strip()
 
 
 def test_importing_lib_pins_mkl_to_its_vendor_neutral_kernels():
     # MKL_CBWR=COMPATIBLE unless the user set it; AUTO (MKL's default, kernels picked by CPU) sums in another order
-    from lib import train
+    from lib import numerics
     assert os.environ["MKL_CBWR"] == "COMPATIBLE"
     unset, compatible = _fingerprint_in_subprocess(MKL_CBWR=None), _fingerprint_in_subprocess(MKL_CBWR="COMPATIBLE")
-    assert len(unset) == 12 and unset == compatible == train.blas_fingerprint()
+    assert len(unset) == 12 and unset == compatible == numerics.blas_fingerprint()
     assert _fingerprint_in_subprocess(MKL_CBWR="AUTO") != compatible
 
 

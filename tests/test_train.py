@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from lib import paths, train
+from lib import numerics, paths, train
 
 
 def test_relative_error_loss_by_hand():
@@ -28,7 +28,7 @@ def _train_once(threads: int) -> list[torch.Tensor]:
         return {"model": model.state_dict()}, {}
 
     state, info = train.cached(f"threads{threads}", "k", build)
-    assert info["train_threads"] == train.TRAIN_THREADS and "cpu_capability" in info
+    assert info["train_threads"] == numerics.TRAIN_THREADS and "cpu_capability" in info
     return list(state["model"].values())
 
 
@@ -47,7 +47,7 @@ def test_weights_do_not_depend_on_the_callers_thread_count(tmp_path, monkeypatch
 def test_bad_thread_setting_names_the_variable(monkeypatch, raw):
     monkeypatch.setenv("NEUSIGHT_TRAIN_THREADS", raw)
     with pytest.raises(ValueError, match="NEUSIGHT_TRAIN_THREADS"):
-        train._train_threads()
+        numerics._train_threads()
 
 
 def test_fit_keeps_the_best_validation_weights_and_stops_after_patience():
@@ -102,14 +102,14 @@ def test_code_text_ignores_prose_but_not_code():
 
 def test_predictor_cache_is_kept_apart_per_cpu_blas_fingerprint_and_library_versions(monkeypatch):
     path = train.cache_path("neusight-LN", "0123")
-    versions = train.library_versions()
-    monkeypatch.setattr(train, "cpu_model", lambda: "AMD EPYC")
+    versions = numerics.library_versions()
+    monkeypatch.setattr(numerics, "cpu_model", lambda: "AMD EPYC")
     assert train.cache_path("neusight-LN", "0123").parent.name == (
         f"torch{versions['torch']}-numpy{versions['numpy']}-pandas{versions['pandas']}"
-        f"-amd-epyc-blas-{train.blas_fingerprint()}-threads{train.TRAIN_THREADS}")
-    monkeypatch.setattr(train, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")   # the same fingerprint
+        f"-amd-epyc-blas-{numerics.blas_fingerprint()}-threads{numerics.TRAIN_THREADS}")
+    monkeypatch.setattr(numerics, "cpu_model", lambda: "Intel(R) Xeon(R) Platinum 8480+")   # the same fingerprint
     assert "-intel-xeon-platinum-8480-blas-" in train.cache_path("neusight-LN", "0123").parent.name
-    monkeypatch.setattr(train, "library_versions", lambda: {**versions, "torch": "9.9.9"})
+    monkeypatch.setattr(numerics, "library_versions", lambda: {**versions, "torch": "9.9.9"})
     assert train.cache_path("neusight-LN", "0123").parent.name.startswith("torch9.9.9-numpy")
     assert path.parent.parent == paths.BUILD / "predictors" and path.name == "neusight-LN-0123.pt"
 
