@@ -18,7 +18,10 @@ from .ops import EW_OPS, FP32_BYTES, GEMM_DIMS, GEMM_OPS, VEC_DIMS
 from .precision import FP16_BYTES, FP16_OPS
 
 VEC_OPS = EW_OPS + ("ln", "softmax")
-ALL_OPS = GEMM_OPS + VEC_OPS
+# The backward kernels a training pass runs for softmax and layernorm (aten._softmax_backward_data,
+# aten.native_layer_norm_backward with every gradient), which the dataset never timed: shapes from a dims file only.
+BACKWARD_OPS = ("softmax_bw", "ln_bw")
+ALL_OPS = GEMM_OPS + VEC_OPS + BACKWARD_OPS
 KEEP_FRACTION = 0.5  # latency = mean of the fastest half of the timed calls
 SLOW_MS = 50.0       # a second call slower than this gets at most 2 warmup and 6 timed calls
 SCALAR = 1.5         # the scalar operand of the 'u' ops (x + 1.5, x * 1.5, x / 1.5, x ** 1.5)
@@ -71,6 +74,8 @@ def read_dims(path: Path | str, dims: tuple[str, ...]) -> list[tuple[int, ...]]:
 
 def dataset_dims_file(op: str, split: str) -> Path:
     """The dataset's shape list of an op for split 'train' or 'test'."""
+    if op not in DIMS_LIST:
+        raise ProfileError(f"{op}: the dataset has no shape list for it; give --dims a B;H file")
     train_list, test_list = DIMS_LIST[op]
     name = train_list if split == "train" else test_list
     return paths.NVIDIA_DATASET / "dims" / f"{split}_{name}.csv"
@@ -96,8 +101,8 @@ def footprint_bytes(op: str, shape: tuple[int, ...], dtype: str = "fp32") -> int
         B, M, N, K = shape
         weights = N * K + K if op == "linear" else B * N * K
         return size * (B * M * N + weights + B * M * K)
-    B, H = shape
-    return size * B * H * (3 if op in ("add", "mul", "div", "pow") else 2)
+    B, H = shape   # binary ops read two tensors, backward ops y (or x) and dy; each writes one
+    return size * B * H * (3 if op in ("add", "mul", "div", "pow") + BACKWARD_OPS else 2)
 
 
 def build_op(op: str, shape: tuple[int, ...], device="cpu", seed: int = 0, dtype: str = "fp32"):
@@ -126,6 +131,14 @@ def build_op(op: str, shape: tuple[int, ...], device="cpu", seed: int = 0, dtype
     if op == "ln":
         norm = torch.nn.LayerNorm(H, device=device)
         return lambda: norm(x)
+    if op == "softmax_bw":   # dx = y * (dy - rowsum(dy * y)), y = softmax(x)
+        y, dy = torch.softmax(x, dim=-1), rand(B, H)
+        return lambda: torch.ops.aten._softmax_backward_data(dy, y, -1, torch.float32)
+    if op == "ln_bw":        # dx, dgamma, dbeta from dy and the forward's x, mean and rstd (eps 1e-5, LayerNorm's)
+        weight, bias, dy = torch.ones(H, device=device), torch.zeros(H, device=device), rand(B, H)
+        _, mean, rstd = torch.ops.aten.native_layer_norm(x, [H], weight, bias, 1e-5)
+        return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [H], mean, rstd, weight, bias,
+                                                                 [True, True, True])
     table = {
         "add": lambda: x + y, "addu": lambda: x + SCALAR,
         "mul": lambda: x * y, "mulu": lambda: x * SCALAR,

@@ -252,3 +252,26 @@ def test_profile_kernels_gives_each_call_its_own_label(monkeypatch):
     calls = [lambda: torch.ones(3) + 1, lambda: torch.ones(4) * 2, lambda: torch.zeros(2)]
     cols = P.profile_kernels(calls, num_sm=1)
     assert [c["Kernel Name"] for c in cols] == [f"{P.LABEL}{i}" for i in range(3)]
+
+
+def test_backward_ops_match_autograd():
+    # softmax_bw and ln_bw run what autograd runs for softmax / LayerNorm: same values as torch.autograd.grad
+    B, H = 4, 9
+    g = torch.Generator().manual_seed(0)
+    x, dy = torch.rand(B, H, generator=g), torch.rand(B, H, generator=g)
+    xg = x.clone().requires_grad_()
+    (want,) = torch.autograd.grad(torch.softmax(xg, -1), xg, dy)
+    assert torch.allclose(P.build_op("softmax_bw", (B, H))(), want, atol=1e-6)
+    norm = torch.nn.LayerNorm(H)
+    xg = x.clone().requires_grad_()
+    dx, dgamma, dbeta = torch.autograd.grad(norm(xg), (xg, norm.weight, norm.bias), dy)
+    got = P.build_op("ln_bw", (B, H))()
+    for a, b in zip(got, (dx, dgamma, dbeta)):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_backward_ops_take_a_dims_file_only():
+    assert P.dims_of("softmax_bw") == P.VEC_DIMS
+    assert P.footprint_bytes("softmax_bw", (10, 10)) == P.footprint_bytes("ln_bw", (10, 10)) == 4 * 300
+    with pytest.raises(P.ProfileError, match="B;H file"):
+        P.dataset_dims_file("ln_bw", "test")
