@@ -52,6 +52,8 @@ SOFTMAX = {"_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_b
 LAYERNORM = {"native_layer_norm", "native_layer_norm_backward"}
 LAYERNORM_BACKWARD = "native_layer_norm_backward"
 COLUMN_SUMS = "[dgamma,dbeta]"     # ends the aten name of a layernorm backward's second kernel (kernel_rows)
+SOFTMAX_BACKWARD = "_softmax_backward_data"
+GRAD_TIMES_OUTPUT = "[grad*output]"   # ends the aten name of a softmax backward's element-wise kernel (kernel_rows)
 
 
 def _in_place(aten: str) -> bool:
@@ -133,11 +135,18 @@ def classify(r: dict) -> dict | None:
 # for dgamma = sum over rows of dy * (x - mean) * rstd and dbeta = sum over rows of dy. That one reads dy and x (and
 # the per-row mean and rstd) again and writes the two H-vectors, a memory-bound 'mem' kernel:
 #     bytes = dy + x + mean + rstd (the inputs before gamma) + dgamma + dbeta (the outputs after dx)
+# Its softmax backward is two kernels as well (softmax_backward_cuda_out: tmp = grad * output, then the row kernel
+# dx = tmp - output * rowsum(tmp)): an element-wise 'mul' of two B x H tensors (the dataset's mul op, at the row
+# kernel's B and H), then the 'softmax' row (reads tmp and y, writes dx; lib.traffic prices its extra tensor). Every
+# profiler trace of one aten._softmax_backward_data call on the H200 shows both kernels (data/measured/README.md).
 def kernel_rows(r: dict) -> list[dict]:
-    """One recorded aten call -> the kernel rows it launches (classify's row, and a layernorm backward's second)."""
+    """One recorded aten call -> the kernel rows it launches (classify's row, and a layernorm or softmax backward's
+    second)."""
     row = classify(r)
     if row is None:
         return []
+    if _base(r["aten"]) == SOFTMAX_BACKWARD:
+        return [row, dict(row, op="mul", aten=r["aten"] + GRAD_TIMES_OUTPUT)]
     if _base(r["aten"]) != LAYERNORM_BACKWARD or len(r["outs"]) < 2:
         return [row]
     reads = sum(n for _, n, _ in r["ins"][:4])

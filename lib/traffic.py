@@ -54,8 +54,9 @@ def without_backward_traffic_ms(table: pd.DataFrame) -> float:
     return float((table["total_ms"].to_numpy(float) * factor).sum())
 
 
-def column_sums_ms(table: pd.DataFrame) -> float:
-    """A predicted kernel table's ms in the layernorm backward's column-sum kernels (lib.graph_ops.kernel_rows; 0.0
-    without any): what a forecast adds for them (notebook 05)."""
-    sums = table["aten"].astype(str).str.endswith(COLUMN_SUMS).to_numpy()
-    return float(table["total_ms"].to_numpy(float)[sums].sum())
+def second_kernel_ms(table: pd.DataFrame, suffix: str = COLUMN_SUMS) -> float:
+    """A predicted kernel table's ms in the second kernels of a backward (lib.graph_ops.kernel_rows) whose aten name
+    ends with `suffix`: COLUMN_SUMS, the layernorm's column sums, or GRAD_TIMES_OUTPUT, the softmax's element-wise
+    product; 0.0 without any. What a forecast adds for them (notebook 05)."""
+    rows = table["aten"].astype(str).str.endswith(suffix).to_numpy()
+    return float(table["total_ms"].to_numpy(float)[rows].sum())

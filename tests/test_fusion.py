@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 
 from lib import fusion
+from lib.graph_ops import GRAD_TIMES_OUTPUT
 from lib.traffic import traffic_scale, without_backward_traffic_ms
 
 
@@ -110,10 +111,13 @@ def test_side_inputs_count_without_the_backward_tensor_and_nan_is_none():
     assert traffic_scale(bw) == pytest.approx([1.5])
 
 
-def test_column_sums_ms_counts_only_the_layernorm_backward_second_kernel():
-    from lib.traffic import column_sums_ms
+def test_second_kernel_ms_counts_only_the_backward_second_kernels_asked_for():
+    from lib.traffic import second_kernel_ms
     table = pd.DataFrame({"aten": ["aten.native_layer_norm_backward.default",
                                    "aten.native_layer_norm_backward.default[dgamma,dbeta]", "aten.clone.default"],
                           "total_ms": [2.0, 0.5, 1.0]})
-    assert column_sums_ms(table) == 0.5
-    assert column_sums_ms(table.iloc[[0, 2]]) == 0.0
+    assert second_kernel_ms(table) == 0.5
+    assert second_kernel_ms(table.iloc[[0, 2]]) == 0.0
+    softmax = pd.DataFrame({"aten": ["aten._softmax_backward_data.default",
+                                     "aten._softmax_backward_data.default[grad*output]"], "total_ms": [2.0, 0.75]})
+    assert second_kernel_ms(softmax, GRAD_TIMES_OUTPUT) == 0.75 and second_kernel_ms(softmax) == 0.0

@@ -121,6 +121,27 @@ def test_layernorm_backward_is_two_kernels():
     assert kernel_rows(_rec("aten.view.default", [(4, 8)], [(32,)], is_view=True)) == []
 
 
+def test_softmax_backward_is_two_kernels():
+    # _softmax_backward_data(dy, y [2, 16, 128, 128], dim, dtype) -> dx: tmp = dy * y (the dataset's 'mul' at the same
+    # 4,096 rows of 128), then the 'softmax' row kernel; log_softmax's backward has no such product
+    rec = _rec("aten._softmax_backward_data.default", [(2, 16, 128, 128), (2, 16, 128, 128)], [(2, 16, 128, 128)],
+               phase="bw")
+    row, product = kernel_rows(rec)
+    assert _dims(row) == {"op": "softmax", "B": 4096, "H": 128} and row == classify(rec)
+    assert _dims(product) == {"op": "mul", "B": 4096, "H": 128}
+    assert product["phase"] == "bw" and not product["fusable"] and product["aten"].endswith("[grad*output]")
+    assert len(kernel_rows(dict(rec, aten="aten._log_softmax_backward_data.default"))) == 1
+
+
+def test_softmax_backward_product_belongs_to_the_softmax_node():
+    import pandas as pd
+
+    from lib.calibration import kernel_node_class
+    rec = _rec("aten._softmax_backward_data.default", [(4, 8), (4, 8)], [(4, 8)], phase="bw")
+    mul = classify(_rec("aten.mul.Tensor", [(4, 8), (4, 8)], [(4, 8)], phase="bw"))
+    assert list(kernel_node_class(pd.DataFrame([*kernel_rows(rec), mul]))) == ["SOFTMAX", "SOFTMAX", "EW"]
+
+
 def test_layernorm_column_sums_belong_to_the_layernorm_node():
     # a label CSV times a layernorm node's backward as one node (both kernels): the one-layer comparison
     # (lib.calibration.predicted_layer) counts the column-sum kernel as LN, while it is priced as 'mem'

@@ -912,8 +912,7 @@ def test_05_seed_spread():
                f"seed{'' if train_below == 1 else 's'} of {n} only")
     train_seeds = seeds_of("training")
     below = train_seeds[train_seeds < train["paper_pct"]].sort_values(ascending=False)
-    says(NB05, f"only ({and_list(f'{v:.2f}' for v in below)}, the first by a hair)")
-    assert train["paper_pct"] - below.iloc[0] < 0.05                                       # "by a hair"
+    says(NB05, f"only ({and_list(f'{v:.2f}' for v in below)})")
     # where the committed (first) seed ranks: the number of seeds with a higher mean APE
     rank = {0: "the highest", 1: "the second highest", 2: "the third highest", 3: "the fourth highest", 4: "the lowest"}
     above_first = {k: int((seeds_of(k) > seeds_of(k).iloc[0]).sum()) for k in ("inference", "training")}
@@ -945,10 +944,10 @@ def test_05_seed_spread():
     assert h100["paper_labels_min_pct"] > h100["paper_pct"] and a80["paper_labels_min_pct"] > a80["paper_pct"]
     says(NB05, f"H100 inference stays above on every seed ({on_paper(h100)}% against {h100['paper_pct']:.1f}), and so "
                f"does A100-80GB training ({on_paper(a80)}% against {a80['paper_pct']:.1f})")
-    assert h100_train["paper_labels_min_pct"] < h100_train["paper_pct"] < h100_train["paper_labels_max_pct"]
+    assert h100_train["paper_labels_max_pct"] < h100_train["paper_pct"]
     assert a40["paper_labels_max_pct"] < a40["paper_pct"] and a40["min_pct"] < a40["paper_pct"] < a40["max_pct"]
-    says(NB05, f"H100 training ({on_paper(h100_train)}% against {h100_train['paper_pct']:.1f}) falls on either side of the "
-               f"paper's number with the seed. A100-PCIE-40GB inference, whose range over all its labels ({a40['range']}%) "
+    says(NB05, f"H100 training is below the paper's number on every seed ({on_paper(h100_train)}% against "
+               f"{h100_train['paper_pct']:.1f}). A100-PCIE-40GB inference, whose range over all its labels ({a40['range']}%) "
                f"straddles it, is below it on every seed on the labels the paper's tables have ({on_paper(a40)}% against "
                f"{a40['paper_pct']:.1f}): its two 2,048-token SwitchTransformer labels have no paper cell")
     p100 = r[("inference", "Tesla P100-PCIE-16GB")]
@@ -1446,7 +1445,8 @@ def test_06_amd_reading():
     assert (a[every] - h.loc[a.index, "ours"]).abs().max() < 1e-9                     # "all four": the headline
     ai, at = a.loc[("inference", "all AMD GPUs")], a.loc[("training", "all AMD GPUs")]
     oi, ot = a.loc[("inference", mi250)], a.loc[("training", mi250)]
-    assert ai[every] > ai["neither"] and at[every] < at["neither"]               # "cost inference"
+    assert ai[every] > ai["neither"] and at[every] > at["neither"]               # "cost both modes"
+    says(NB06, "The amendments cost both modes end to end, a little")
     says(NB06, f"before them the mean APE was {ai['neither']:.1f}% for inference and {at['neither']:.1f}% for training "
                f"(the MI250: {oi['neither']:.1f}% and {ot['neither']:.1f}%); A1 alone gave {ai['A1 only']:.1f}% and "
                f"{at['A1 only']:.1f}%, A1 and A2 {ai['A1 + A2']:.1f}% and {at['A1 + A2']:.1f}%, A1 to A3 "
@@ -1607,21 +1607,22 @@ def test_06_amd_reading():
     s3, s4 = sk_[("held-out shapes", "smem", "A3")], sk_[("held-out shapes", "smem", "A4")]
     b3, b4 = sk_[("held-out shapes", "block", "A3")], sk_[("held-out shapes", "block", "A4")]
     i3, i4, t3, t4 = (se_[(m, n)] for m in ("inference", "training") for n in ("A3", "A4"))
-    assert (s4 < s3).all() and (b4 > b3).all() and (i4 < i3).all() and (t4 > t3).all()   # "holds on every run"
-    assert s4.max() < s3.min() and b4.min() > b3.max() and i4.max() < i3.min() and t4.min() > t3.max()
+    assert (s4 < s3).all() and (b4 > b3).all() and (i4 < i3).all() and (t4 < t3).all()   # "holds on every run"
+    assert s4.max() < s3.min() and b4.min() > b3.max() and i4.max() < i3.min() and t4.max() < t3.min()
     says(NB06, f"the shared-memory rows improve ({pct_range(s3)} with A3, {pct_range(s4)} with A4) and the block rows "
                f"worsen ({pct_range(b3)}, and {pct_range(b4)}); the inference labels improve ({pct_range(i3)}, and "
-               f"{pct_range(i4)}) and the training labels worsen ({pct_range(t3)}, and {pct_range(t4)})")
+               f"{pct_range(i4)}) and so do the training labels ({pct_range(t3)}, and {pct_range(t4)})")
     fv4 = table("06-amd-f-vec-response")
     fv4 = fv4[fv4["models"] == "A4"].sort_values("f_vec")["ns_per_element"]
     says(NB06, f"({fv4.iloc[0]:.4f} to {fv4.iloc[-1]:.4f} ns per element with A4)")
     oi3, ot3 = a.loc[("inference", mi250), a3_stage], a.loc[("training", mi250), a3_stage]
     says(NB06, f"models' softmax moves from {long_nodes['measured_over_forecast_before_a4'].median():.2f} to "
                f"{long_nodes['measured_over_forecast'].median():.2f} of the forecast, and the inference mean APE from "
-               f"{ai[a3_stage]:.1f}% to {ai[every]:.1f}% (the MI250: {oi3:.1f}% -> {oi[every]:.1f}%), while training gets "
-               f"worse, {at[a3_stage]:.1f}% -> {at[every]:.1f}% (the MI250: {ot3:.1f}% -> {ot[every]:.1f}%)")
+               f"{ai[a3_stage]:.1f}% to {ai[every]:.1f}% (the MI250: {oi3:.1f}% -> {oi[every]:.1f}%), and training "
+               f"improves too, {at[a3_stage]:.1f}% -> {at[every]:.1f}% (the MI250: {ot3:.1f}% -> {ot[every]:.1f}%)")
+    assert at[every] < at[a3_stage] and ot[every] < ot3
     lyt = lambda m: lay[(m, "training", "bw", "SOFTMAX")]
-    assert lyt(every) > 1                                                        # "now forecast too fast"
+    assert abs(math.log(lyt(every))) < abs(math.log(lyt(a3_stage)))              # "comes nearer its forecast"
     says(NB06, f"(one layer, measured over forecast: {lyt(a3_stage):.2f} with A3, {lyt(every):.2f} with A4)")
 
 
@@ -1651,8 +1652,9 @@ def test_07_distributed_reading():
     says(NB07, f"The paper's {len(e)} forecasts are all too slow** ({paper.min():.2f} to {paper.max():.2f} of the "
                "measured step")
     h = e[e["device"] == H100]
-    assert (h["latency_ms"] < h["measured_ms"]).all()                            # "too fast, every one of its 8 labels"
-    says(NB07, f"every one of its {len(h)} labels** ({h100['forecast_over_measured_min']:.2f} to "
+    fast = int((h["latency_ms"] < h["measured_ms"]).sum())
+    assert fast > len(h) / 2                                                       # "too fast, most of its labels"
+    says(NB07, f"The H100 is forecast too fast, {fast} of its {len(h)} labels** ({h100['forecast_over_measured_min']:.2f} to "
                f"{h100['forecast_over_measured_max']:.2f} of the measured step)")
     worst = h.sort_values("ape").iloc[-2:]
     assert set(worst["model"]) == {"gpt3_xl"}
@@ -1717,3 +1719,63 @@ def test_07_distributed_reading():
                f"({100 * top.loc['NVIDIA H200', 'efficiency']:.1f}% on H200s)")
     says(NB07, f"{top.loc[H100, 'communication_ms']:.1f} ms of a {top.loc[H100, 'latency_ms']:.0f} ms step on "
                f"{top['servers'].iloc[0]} H100 servers")
+
+
+def test_04_busy_gpu_reading():
+    """04 cell busy-read: the launch gap and the cache apart, from the kernels timed behind a busy GPU (04-measured-busy)."""
+    t = table("04-measured-busy").set_index(["effect", "op_class", "size"])
+    gap, cache = "launch gap: busy / dataset's way", "cache: flushed / busy"
+    r = t["median_time_ratio"]
+    says(NB04, f"the element-wise kernels take a median {r[(gap, 'EW', '0 to 8 MB')]:.2f} of their time under 8 MB "
+               f"and {r[(gap, 'EW', '8 to 60 MB')]:.2f} from 8 to 60 MB; from 60 MB on, "
+               f"{r[(gap, 'EW', '60 to 240 MB')]:.2f}")
+    assert f"{r[(gap, 'EW', '240 to inf MB')]:.2f}" == f"{r[(gap, 'EW', '60 to 240 MB')]:.2f}"
+    says(NB04, f"Softmax and layernorm alike ({r[(gap, 'SOFTMAX', '0 to 8 MB')]:.2f} and "
+               f"{r[(gap, 'LN', '0 to 8 MB')]:.2f} under 8 MB)")
+    says(NB04, f"from 8 to 60 MB take a median {r[(cache, 'EW', '8 to 60 MB')]:.2f} times as long with the L2 emptied "
+               f"({r[(cache, 'EW', '0 to 8 MB')]:.2f} under 8 MB, {r[(cache, 'EW', '60 to 240 MB')]:.2f} from 60 to 240")
+    as_dataset = t.loc[(gap, "EW", "8 to 60 MB"), "median_ratio"]
+    third = math.log(r[(cache, "EW", "8 to 60 MB")]) / math.log(as_dataset)
+    assert 0.28 < third < 0.4      # "about a third" on a log scale
+    says(NB04, f"about a third of the {as_dataset:.2f} by which the forecast is too slow there")
+    says(NB04, f"element-wise kernels are {t.loc[(gap, 'EW', '8 to 60 MB'), 'median_ratio_other']:.2f} times too slow")
+
+
+def test_05_softmax_backward_product():
+    """05 cells product-read and product-e2e-read: the softmax backward's product, timed on the H200 and end to end
+    (05-label-reductions, 05-softmax-node-ratio, e2e_backward_traffic)."""
+    r = table("05-label-reductions")
+    wide = r[r["H"] > 4]
+    rng = lambda s: f"{s.min():.2f}-{s.max():.2f}"   # noqa: E731
+    of = lambda op, phase: wide[(wide["op"] == op) & (wide["phase"] == phase)]   # noqa: E731
+    pair = of("softmax", "bw").over_forward.dropna()
+    assert len(pair) == len(of("softmax", "bw"))   # every backward shape was timed forward too
+    says(NB05, f"a backward softmax takes {rng(pair)} times as long as the forward softmax of the same shape "
+               f"({len(pair)} shapes)")
+    says(NB05, f"Without it the H200's backward softmax kernels ran {rng(of('softmax', 'bw').ratio_without_second)} times "
+               f"their forecast, while its forward ones ran {rng(of('softmax', 'fw').ratio)} times theirs; with it, "
+               f"{rng(of('softmax', 'bw').ratio)}")
+    says(NB05, f"forward {rng(of('ln', 'fw').ratio)}, backward with its column sums {rng(of('ln', 'bw').ratio)}")
+    n = table("05-softmax-node-ratio")
+    nv = n[n["vendor"] == "nvidia"]
+    med = nv.groupby("device")["bw_over_fw"].median()
+    says(NB05, f"a median {med[A100_80]:.2f} (A100-80GB), {med[H100]:.2f} (H100) and "
+               f"{med['Tesla V100-PCIE-32GB']:.2f} (V100) times as long as its forward ones, {rng(nv.bw_over_fw)} over "
+               f"all {len(nv)} NVIDIA training labels")
+    amd = n[n["vendor"] == "amd"]
+    says(NB05, f"The AMD GPUs' labels give {rng(amd[amd.seq < 2048].bw_over_fw)} for rows of 512 and 1,024, and "
+               f"{rng(amd[amd.seq == 2048].bw_over_fw)} for the rows of 2,048 of GPT3-XL and OPT-1.3B")
+    assert set(amd[amd.seq == 2048].model) == {"gpt3_xl", "opt_13"}
+    t = table("e2e_backward_traffic")
+    says(NB05, f"the product makes the {len(t)} training forecasts {rng(t.product_pct)}% slower")
+    ape = t.groupby("device")[["without_product_ape", "with_ape"]].mean()
+    mean = t[["without_product_ape", "with_ape"]].mean()
+    v100 = "Tesla V100-PCIE-32GB"
+    assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_product_ape"] and mean["with_ape"] > 5
+    v = t[t.device == v100]
+    says(NB05, f"({WORDS[int((v.without_product_ms > v.e2e_ms).sum())]} of its {WORDS[len(v)]} labels were forecast too "
+               f"slow before)")
+    says(NB05, f"falls from {mean['without_product_ape']:.2f}% to {mean['with_ape']:.2f}%: A100-80GB "
+               f"{ape.loc[A100_80, 'without_product_ape']:.2f}% -> {ape.loc[A100_80, 'with_ape']:.2f}% and H100 "
+               f"{ape.loc[H100, 'without_product_ape']:.2f}% -> {ape.loc[H100, 'with_ape']:.2f}%, while V100's get "
+               f"worse, {ape.loc[v100, 'without_product_ape']:.2f}% -> {ape.loc[v100, 'with_ape']:.2f}%")

@@ -798,10 +798,20 @@ def test_e2e_seed_spread():
     """The end-to-end means over five training seeds (e2e_seed_spread)."""
     r = e2e_seed_ranges()
     inf, train = r[("inference", "ALL")], r[("training", "ALL")]
-    assert inf["min_pct"] > 5 and train["min_pct"] > 5
-    assert inf["min_pct"] < inf["first"] < inf["max_pct"] and train["min_pct"] < train["first"] < train["max_pct"]
+    assert inf["min_pct"] > 5 and train["min_pct"] > 5                                   # "do not close the 5% misses"
+
+    def where(row, mode: str) -> str:
+        """Where the committed seed (run 0) falls among the seeds: its ends only where no other seed ties it."""
+        others = [row[f"seed{i}_pct"] for i in range(1, row["seeds"])]
+        if row["first"] > max(others):
+            return f"the highest of the {WORDS[row['seeds']]} for {mode}"
+        if row["first"] < min(others):
+            return f"the lowest of the {WORDS[row['seeds']]} for {mode}"
+        return f"inside the {mode} range"
     say(f"over {WORDS[inf['seeds']]} seeds the mean APE is {inf['range']}% for inference and {train['range']}% for "
-        f"training, the committed seed within both ranges")
+        f"training, the committed seed {where(inf, 'inference')} and {where(train, 'training')}")
+    assert train["min_pct"] < train["paper_pct"] < train["max_pct"]                      # "turns on the seed"
+    say(f"so whether our training mean lies above or below the paper's {train['paper_pct']:.1f}% turns on the seed")
     h100, a80 = r[("inference", "NVIDIA H100 80GB HBM3")], r[("training", "NVIDIA A100 80GB PCIe")]
     assert h100["mean_forecast_pct"] > h100["paper_pct"] and a80["mean_forecast_pct"] > a80["paper_pct"]
     say(f"Averaging\neach label's forecast over the {WORDS[inf['seeds']]} seeds gives {inf['mean_forecast_pct']:.1f}% and "
@@ -1020,7 +1030,9 @@ def test_amd_as_the_readme_says():
     a = table("06-amd-amendments-e2e").set_index(["mode", "device"])
     ai, at = a.loc[("inference", "all AMD GPUs")], a.loc[("training", "all AMD GPUs")]
     a3_stage, every_stage = "A1 + A2 + A3", "A1 + A2 + A3 + A4"
-    say(f"the inference labels' error rose from {ai['neither']:.1f}% to {ai[every_stage]:.1f}%")
+    assert ai[every_stage] > ai["neither"] and at[every_stage] > at["neither"]             # "rose", both modes
+    say(f"the training labels' error rose from {at['neither']:.1f}% to {at[every_stage]:.1f}% and the inference labels' "
+        f"error rose from {ai['neither']:.1f}% to {ai[every_stage]:.1f}%")
     e = table("06-amd-e2e")
     i = e[e["mode"] == "inference"]
     say(f"{(i['amd_ms'] > i['e2e_ms']).sum()} of the {len(i)} are forecast too slow")
@@ -1032,7 +1044,6 @@ def test_amd_as_the_readme_says():
     now, before = long_["measured_over_forecast"], long_["measured_over_forecast_before_a4"]
     say(f"The 2,048-token labels' softmax now measures {now.min():.2f} to {now.max():.2f} times its forecast "
         f"({before.min():.2f} to {before.max():.2f} with A3)")
-    assert at[every_stage] < at["neither"]                                    # "the training labels' error a little"
     say(f"Before them the mean APE was {ai['neither']:.1f}% (inference) and {at['neither']:.1f}% (training); after A1 and "
         f"A2, {ai['A1 + A2']:.1f}% and {at['A1 + A2']:.1f}%; after A3, {ai[a3_stage]:.1f}% and {at[a3_stage]:.1f}%; after "
         f"all four, {ai[every_stage]:.1f}% and {at[every_stage]:.1f}%")
@@ -1054,12 +1065,12 @@ def test_amd_as_the_readme_says():
     se_ = table("06-amd-a4-seeds-e2e").query("device == 'all AMD GPUs'").pivot_table(index="run", columns=["mode", "models"],
                                                                                       values="mape")
     i3, i4, t3, t4 = (se_[(m, n)] for m in ("inference", "training") for n in ("A3", "A4"))
-    assert len(se_) == 5 and i4.max() < i3.min() and t4.min() > t3.max()       # "hold on every run"
-    say(f"makes the training labels worse on every one of five training seeds ({pct_range(t3)} -> {pct_range(t4)})")
+    assert len(se_) == 5 and i4.max() < i3.min() and t4.max() < t3.min()       # "hold on every run"
+    say(f"makes the training labels better on every one of five training seeds ({pct_range(t3)} -> {pct_range(t4)})")
     say(f"though not on average over the five ({un['A3']:.1f}% and {un['A4']:.1f}%)")
     say(f"the cost on the GPU never trained on is noise ({un['A3']:.1f}% against {un['A4']:.1f}% on average), while the "
-        f"gain on the inference labels ({pct_range(i3)} -> {pct_range(i4)}) and the loss on the training labels hold on "
-        f"every run")
+        f"gains on the inference labels ({pct_range(i3)} -> {pct_range(i4)}) and on the training labels "
+        f"({pct_range(t3)} -> {pct_range(t4)}) hold on every run")
     sk = table("06-amd-softmax-kernels").set_index(["kernel", "device"])
     assert (sk["rule_share"] == 1).all()
     say(f"its large rows take {sk.loc[('smem', mi100), 'ns_per_element']:.4f} ns per element on the MI100 against the "
@@ -1130,7 +1141,11 @@ def test_distributed_as_the_readme_says():
     e = table("07-distributed")
     models = e["model"].value_counts()
     h = e[e["device"] == "NVIDIA H100 80GB HBM3"]
-    assert (h["latency_ms"] < h["measured_ms"]).all() and len(h) == 8           # "the H100's eight are all ... too fast"
+    single = table("e2e_training").query("device == 'NVIDIA H100 80GB HBM3'")
+    fast, single_fast = h["latency_ms"] < h["measured_ms"], single["neusight_ms"] < single["e2e_ms"]
+    assert fast.mean() > 0.5 and single_fast.mean() > 0.5                        # "as ... its single-GPU training labels are"
+    say(f"{WORDS[int(fast.sum())]} of the H100's {WORDS[len(h)]} are forecast too fast, as "
+        f"{WORDS[int(single_fast.sum())]} of its {WORDS[len(single)]} single-GPU training labels are")
     say(f"Distributed training is scored on {len(e)} labels, {models['gpt2_large']} of them one model (GPT2-Large), on "
         f"{e['device'].nunique()} GPUs")
     n = table("07-multinode")

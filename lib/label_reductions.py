@@ -1,0 +1,136 @@
+"""The softmax and layernorm kernels of the label settings, forward and backward, at the shapes the models run
+(notebook 05).
+
+The kernel dataset timed forward softmax and layernorm kernels of up to about 16,400 rows; a label's attention
+softmax runs 65,536 to 524,288 rows, and training runs their backward kernels, which no dataset row times. The
+collector (`python -m lib.profile --ops softmax,softmax_bw --dims FILE`) times both at these shapes on a GPU we
+have (data/measured/README.md), and notebook 05 sets the measurements beside the forecast of the same kernels.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+from .devices import Device
+from .forecast import predict_table
+from .graph import capture
+from .graph_ops import COLUMN_SUMS, GRAD_TIMES_OUTPUT
+from .data import RENAME
+from .labels import load_labels
+
+REDUCTION_OPS = ("softmax", "ln")
+SHAPE_COLUMNS = ["model", "batch", "seq", "mode", "phase", "op", "aten", "B", "H"]
+LABEL_SHAPES_FOLDER = "label-shapes"   # a run folder's subfolder of these measurements (gpu-busy: + "-gpu-busy")
+LABEL_SETTING_KEYS = ["model", "batch", "seq", "mode"]
+SECOND_KERNELS = (COLUMN_SUMS, GRAD_TIMES_OUTPUT)   # end the aten names of a backward's second kernel
+KERNEL_KEYS = ["op", "phase", "B", "H"]
+# the collector's op name of each (op, phase): lib.profile_ops.BACKWARD_OPS time the backward kernels
+COLLECTOR_OP = {("softmax", "fw"): "softmax", ("softmax", "bw"): "softmax_bw", ("ln", "fw"): "ln", ("ln", "bw"): "ln_bw"}
+
+
+def label_settings(labels: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The distinct plain (model, batch, seq, mode) settings of the NVIDIA labels (notebook 05)."""
+    labels = load_labels() if labels is None else labels
+    plain = labels[(labels["vendor"] == "nvidia") & (labels["option"] == "")]
+    return plain[LABEL_SETTING_KEYS].drop_duplicates().sort_values(LABEL_SETTING_KEYS).reset_index(drop=True)
+
+
+def reduction_kernels(settings: pd.DataFrame) -> pd.DataFrame:
+    """The captured kernel rows (lib.graph.capture) of every setting's softmax and layernorm kernels with the second
+    kernel of a backward one (lib.graph_ops.kernel_rows: a layernorm's column sums, given its B and H, and a
+    softmax's element-wise product), the setting's keys, and `call`, one number per aten call (notebook 05)."""
+    rows = []
+    for s in settings.itertuples(index=False):
+        table = capture(paths.MODEL_CONFIGS / f"{s.model}.json", s.batch, s.seq, s.mode).reset_index(drop=True)
+        second = table["aten"].astype(str).str.endswith(SECOND_KERNELS)
+        owner = table.shift(1)[second]     # kernel_rows puts a call's second kernel right after its first
+        if not owner["op"].isin(REDUCTION_OPS).all():
+            raise ValueError(f"{s.model} {s.mode}: a backward's second kernel not right after its softmax / layernorm")
+        table.loc[second, ["B", "H"]] = owner[["B", "H"]].to_numpy()
+        keep = table["op"].isin(REDUCTION_OPS) | second
+        rows.append(table[keep].assign(model=s.model, batch=s.batch, seq=s.seq, mode=s.mode, second=second[keep]))
+    out = pd.concat(rows, ignore_index=True)
+    return out.assign(call=(~out["second"]).cumsum())
+
+
+def reduction_shapes(settings: pd.DataFrame) -> pd.DataFrame:
+    """Every softmax and layernorm kernel (phase, aten op, B rows x H) the captured graph of each setting runs,
+    one row per distinct kernel and setting (notebook 05)."""
+    kernels = reduction_kernels(settings)
+    out = kernels[~kernels["second"]][SHAPE_COLUMNS].astype({"B": int, "H": int}).drop_duplicates()
+    return out.sort_values(SHAPE_COLUMNS).reset_index(drop=True)
+
+
+def forecast_reductions(settings: pd.DataFrame, device: Device, cfg_by_class: dict | None = None) -> pd.DataFrame:
+    """The forecast (ms) of one call of each distinct softmax and layernorm kernel of the settings on `device`,
+    as a model forecast prices it (lib.forecast.predict_table: a backward kernel by its traffic, with its second
+    kernel, `second_ms` of it), one row per KERNEL_KEYS (notebook 05)."""
+    table = predict_table(reduction_kernels(settings).assign(count=1), device, cfg_by_class=cfg_by_class)
+    calls = table[~table["second"]].set_index("call")[KERNEL_KEYS].astype({"B": int, "H": int})
+    calls["pred_ms"] = table.groupby("call")["pred_ms"].sum()
+    calls["second_ms"] = table[table["second"]].groupby("call")["pred_ms"].sum().reindex(calls.index, fill_value=0.0)
+    return calls.drop_duplicates(KERNEL_KEYS).sort_values(KERNEL_KEYS).reset_index(drop=True)
+
+
+def measured_reductions(root: Path | str = paths.MEASURED, gpu_busy: bool = False) -> pd.DataFrame:
+    """The collector's timings of the label shapes (each run folder's LABEL_SHAPES_FOLDER, or its -gpu-busy twin),
+    one row per run and KERNEL_KEYS with latency_ms; empty if none (notebook 05)."""
+    folder = LABEL_SHAPES_FOLDER + ("-gpu-busy" if gpu_busy else "")
+    back = {name: key for key, name in COLLECTOR_OP.items()}
+    frames = []
+    for f in sorted(Path(root).glob(f"*/{folder}/*.csv")):   # not lib.data.read_kernel_csv: it knows no backward op
+        df = pd.read_csv(f).rename(columns=RENAME)
+        if missing := [c for c in ("op", "latency_ms", "device", "B", "H") if c not in df]:
+            raise ValueError(f"{f}: missing column(s) {missing}")
+        if unknown := sorted(set(df["op"]) - set(back)):
+            raise ValueError(f"{f}: ops {unknown}, expected {sorted(back)}")
+        keys = pd.DataFrame([back[op] for op in df["op"]], columns=["op", "phase"], index=df.index)
+        frames.append(df.drop(columns="op").join(keys).assign(run=f.relative_to(root).parts[0]))
+    columns = ["run", "device", *KERNEL_KEYS, "latency_ms", "kernel_name"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True).astype({"B": int, "H": int})[columns]
+
+
+def label_node_times(labels: pd.DataFrame, cls: str = "SOFTMAX") -> pd.DataFrame:
+    """Forward and backward ms of one layer's `cls` nodes in every training label's CSV, and backward / forward:
+    the labels' own measure of what the collector's backward / forward ratio times (notebook 05)."""
+    from .calibration import label_nodes
+    train = labels[(labels["mode"] == "training") & (labels["option"] == "") & (labels["csv"] != "")]
+    rows = []
+    for r in train.itertuples():
+        nodes = label_nodes(r.csv)
+        nodes = nodes[(nodes["part"] == "layer") & (nodes["cls"] == cls)]
+        rows.append({"device": r.device, "vendor": r.vendor, "model": r.model, "batch": r.batch, "seq": r.seq,
+                     "fw_ms": nodes["fw_latency_ms"].sum(), "bw_ms": nodes["bw_latency_ms"].sum()})
+    out = pd.DataFrame(rows, columns=["device", "vendor", "model", "batch", "seq", "fw_ms", "bw_ms"])
+    return out.assign(bw_over_fw=out["bw_ms"] / out["fw_ms"])
+
+
+def write_dims(shapes: pd.DataFrame, op: str, path: Path | str) -> Path:
+    """Write the distinct B;H shapes of one op (softmax or ln) as a collector dims file (lib.profile --dims)."""
+    if op not in REDUCTION_OPS:
+        raise ValueError(f"op '{op}': expected one of {', '.join(REDUCTION_OPS)}")
+    dims = shapes.loc[shapes["op"] == op, ["B", "H"]].drop_duplicates().sort_values(["H", "B"])
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return paths.write_atomic(path, lambda tmp: tmp.write_text(
+        "B;H\n" + "".join(f"{b};{h}\n" for b, h in dims.itertuples(index=False))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m lib.label_reductions [FOLDER]: write softmax.csv and ln.csv, the collector's dims files of the
+    label settings' shapes (default build/label-shapes; data/measured/README.md)."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m lib.label_reductions", description=main.__doc__)
+    ap.add_argument("folder", nargs="?", default=str(paths.BUILD / LABEL_SHAPES_FOLDER))
+    shapes = reduction_shapes(label_settings())
+    for op in REDUCTION_OPS:
+        print(write_dims(shapes, op, Path(ap.parse_args(argv).folder) / f"{op}.csv"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
