@@ -135,7 +135,7 @@ def classify(r: dict) -> dict | None:
 # for dgamma = sum over rows of dy * (x - mean) * rstd and dbeta = sum over rows of dy. That one reads dy and x (and
 # the per-row mean and rstd) again and writes the two H-vectors, a memory-bound 'mem' kernel:
 #     bytes = dy + x + mean + rstd (the inputs before gamma) + dgamma + dbeta (the outputs after dx)
-# Its softmax backward is two kernels as well (softmax_backward_cuda_out: tmp = grad * output, then the row kernel
+# PyTorch's CUDA softmax backward is two kernels as well (softmax_backward_cuda_out: tmp = grad * output, then the row kernel
 # dx = tmp - output * rowsum(tmp)): an element-wise 'mul' of two B x H tensors (the dataset's mul op, at the row
 # kernel's B and H), then the 'softmax' row (reads tmp and y, writes dx; lib.traffic prices its extra tensor). Every
 # profiler trace of one aten._softmax_backward_data call on the H200 shows both kernels (data/measured/README.md).

@@ -2,7 +2,7 @@
 (notebook 05).
 
 The kernel dataset timed forward softmax and layernorm kernels of up to about 16,400 rows; a label's attention
-softmax runs 65,536 to 524,288 rows, and training runs their backward kernels, which no dataset row times. The
+softmax runs 16,384 to 524,288 rows, and training runs their backward kernels, which no dataset row times. The
 collector (`python -m lib.profile --ops softmax,softmax_bw --dims FILE`) times both at these shapes on a GPU we
 have (data/measured/README.md), and notebook 05 sets the measurements beside the forecast of the same kernels.
 """
@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from . import paths
+from .data import RENAME
 from .devices import Device
 from .forecast import predict_table
 from .graph import capture
 from .graph_ops import COLUMN_SUMS, GRAD_TIMES_OUTPUT
-from .data import RENAME
 from .labels import load_labels
 
 REDUCTION_OPS = ("softmax", "ln")
