@@ -8,6 +8,8 @@ have (data/measured/README.md), and notebook 05 sets the measurements beside the
 """
 from __future__ import annotations
 
+import ast
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +29,9 @@ LABEL_SETTING_KEYS = ["model", "batch", "seq", "mode"]
 SECOND_KERNELS = (COLUMN_SUMS, GRAD_TIMES_OUTPUT)   # end the aten names of a backward's second kernel
 KERNEL_KEYS = ["op", "phase", "B", "H"]
 # the collector's op name of each (op, phase): lib.profile_ops.BACKWARD_OPS time the backward kernels
-COLLECTOR_OP = {("softmax", "fw"): "softmax", ("softmax", "bw"): "softmax_bw", ("ln", "fw"): "ln", ("ln", "bw"): "ln_bw"}
+COLLECTOR_OP = {("softmax", "fw"): "softmax", ("softmax", "bw"): "softmax_bw", ("ln", "fw"): "ln", ("ln", "bw"): "ln_bw",
+                ("dropout", "fw"): "dropout", ("dropout", "bw"): "dropout_bw"}
+DROPOUT = "native_dropout"   # the aten op of a training pass's dropout (lib.graph_capture), priced as 'mem'
 
 
 def label_settings(labels: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -76,7 +80,7 @@ def forecast_reductions(settings: pd.DataFrame, device: Device, cfg_by_class: di
 
 def measured_reductions(root: Path | str = paths.MEASURED, gpu_busy: bool = False) -> pd.DataFrame:
     """The collector's timings of the label shapes (each run folder's LABEL_SHAPES_FOLDER, or its -gpu-busy twin),
-    one row per run and KERNEL_KEYS with latency_ms; empty if none (notebook 05)."""
+    one row per run and KERNEL_KEYS with latency_ms and the number of kernels; empty if none (notebook 05)."""
     folder = LABEL_SHAPES_FOLDER + ("-gpu-busy" if gpu_busy else "")
     back = {name: key for key, name in COLLECTOR_OP.items()}
     frames = []
@@ -87,8 +91,10 @@ def measured_reductions(root: Path | str = paths.MEASURED, gpu_busy: bool = Fals
         if unknown := sorted(set(df["op"]) - set(back)):
             raise ValueError(f"{f}: ops {unknown}, expected {sorted(back)}")
         keys = pd.DataFrame([back[op] for op in df["op"]], columns=["op", "phase"], index=df.index)
-        frames.append(df.drop(columns="op").join(keys).assign(run=f.relative_to(root).parts[0]))
-    columns = ["run", "device", *KERNEL_KEYS, "latency_ms", "kernel_name"]
+        # kernels: how many the call launched (the collector's Kernels column lists each name after a ';')
+        kernels = df["Kernels"].fillna("").astype(str).str.count(";") if "Kernels" in df else float("nan")
+        frames.append(df.drop(columns="op").join(keys).assign(run=f.relative_to(root).parts[0], kernels=kernels))
+    columns = ["run", "device", *KERNEL_KEYS, "latency_ms", "kernels", "kernel_name"]
     if not frames:
         return pd.DataFrame(columns=columns)
     return pd.concat(frames, ignore_index=True).astype({"B": int, "H": int})[columns]
@@ -109,10 +115,23 @@ def label_node_times(labels: pd.DataFrame, cls: str = "SOFTMAX") -> pd.DataFrame
     return out.assign(bw_over_fw=out["bw_ms"] / out["fw_ms"])
 
 
+def dropout_shapes(settings: pd.DataFrame) -> pd.DataFrame:
+    """The distinct B rows x H (H: the last dim) of every dropout the training settings run, as `op` 'dropout'
+    (notebook 05)."""
+    rows = set()
+    for s in settings[settings["mode"] == "training"].itertuples(index=False):
+        table = capture(paths.MODEL_CONFIGS / f"{s.model}.json", s.batch, s.seq, s.mode)
+        for shapes in table.loc[table["aten"].astype(str).str.split(".").str[1] == DROPOUT, "shapes"]:
+            first = ast.literal_eval(shapes.split("->")[0])[0]
+            rows.add((math.prod(first) // first[-1], first[-1]))
+    return pd.DataFrame(sorted(rows), columns=["B", "H"]).assign(op="dropout")
+
+
 def write_dims(shapes: pd.DataFrame, op: str, path: Path | str) -> Path:
-    """Write the distinct B;H shapes of one op (softmax or ln) as a collector dims file (lib.profile --dims)."""
-    if op not in REDUCTION_OPS:
-        raise ValueError(f"op '{op}': expected one of {', '.join(REDUCTION_OPS)}")
+    """Write the distinct B;H shapes of one op (softmax, ln or dropout) as a collector dims file (lib.profile
+    --dims)."""
+    if op not in REDUCTION_OPS + ("dropout",):
+        raise ValueError(f"op '{op}': expected one of {', '.join(REDUCTION_OPS + ('dropout',))}")
     dims = shapes.loc[shapes["op"] == op, ["B", "H"]].drop_duplicates().sort_values(["H", "B"])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,13 +140,14 @@ def write_dims(shapes: pd.DataFrame, op: str, path: Path | str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m lib.label_reductions [FOLDER]: write softmax.csv and ln.csv, the collector's dims files of the
-    label settings' shapes (default build/label-shapes; data/measured/README.md)."""
+    """python -m lib.label_reductions [FOLDER]: write softmax.csv, ln.csv and dropout.csv, the collector's dims files
+    of the label settings' shapes (default build/label-shapes; data/measured/README.md)."""
     import argparse
     ap = argparse.ArgumentParser(prog="python -m lib.label_reductions", description=main.__doc__)
     ap.add_argument("folder", nargs="?", default=str(paths.BUILD / LABEL_SHAPES_FOLDER))
-    shapes = reduction_shapes(label_settings())
-    for op in REDUCTION_OPS:
+    settings = label_settings()
+    shapes = pd.concat([reduction_shapes(settings), dropout_shapes(settings)])
+    for op in REDUCTION_OPS + ("dropout",):
         print(write_dims(shapes, op, Path(ap.parse_args(argv).folder) / f"{op}.csv"))
     return 0
 

@@ -18,10 +18,13 @@ from .ops import EW_OPS, FP32_BYTES, GEMM_DIMS, GEMM_OPS, VEC_DIMS
 from .precision import FP16_BYTES, FP16_OPS
 
 VEC_OPS = EW_OPS + ("ln", "softmax")
-# The backward kernels a training pass runs for softmax and layernorm (aten._softmax_backward_data,
-# aten.native_layer_norm_backward with every gradient), which the dataset never timed: shapes from a dims file only.
-BACKWARD_OPS = ("softmax_bw", "ln_bw")
-ALL_OPS = GEMM_OPS + VEC_OPS + BACKWARD_OPS
+# Kernels a training pass runs that the dataset never timed, from a dims file only: the backward kernels of softmax,
+# layernorm (aten._softmax_backward_data, aten.native_layer_norm_backward with every gradient) and dropout
+# (aten.native_dropout_backward), and dropout itself (aten.native_dropout, p = DROPOUT_P).
+BACKWARD_OPS = ("softmax_bw", "ln_bw", "dropout_bw")
+MODEL_OPS = BACKWARD_OPS + ("dropout",)
+DROPOUT_P = 0.1   # the dropout probability of the dataset's model configs
+ALL_OPS = GEMM_OPS + VEC_OPS + MODEL_OPS
 KEEP_FRACTION = 0.5  # latency = mean of the fastest half of the timed calls
 SLOW_MS = 50.0       # a second call slower than this gets at most 2 warmup and 6 timed calls
 SCALAR = 1.5         # the scalar operand of the 'u' ops (x + 1.5, x * 1.5, x / 1.5, x ** 1.5)
@@ -101,8 +104,8 @@ def footprint_bytes(op: str, shape: tuple[int, ...], dtype: str = "fp32") -> int
         B, M, N, K = shape
         weights = N * K + K if op == "linear" else B * N * K
         return size * (B * M * N + weights + B * M * K)
-    B, H = shape   # binary ops read two tensors, backward ops y (or x) and dy; each writes one
-    return size * B * H * (3 if op in ("add", "mul", "div", "pow") + BACKWARD_OPS else 2)
+    B, H = shape   # binary ops read two tensors, backward ops y (or x, or the mask) and dy; each writes one (dropout:
+    return size * B * H * (3 if op in ("add", "mul", "div", "pow") + MODEL_OPS else 2)   # and its mask, counted whole)
 
 
 def build_op(op: str, shape: tuple[int, ...], device="cpu", seed: int = 0, dtype: str = "fp32"):
@@ -139,6 +142,11 @@ def build_op(op: str, shape: tuple[int, ...], device="cpu", seed: int = 0, dtype
         _, mean, rstd = torch.ops.aten.native_layer_norm(x, [H], weight, bias, 1e-5)
         return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [H], mean, rstd, weight, bias,
                                                                  [True, True, True])
+    if op == "dropout":      # output and its bool mask, one fused kernel on CUDA
+        return lambda: torch.native_dropout(x, DROPOUT_P, True)
+    if op == "dropout_bw":   # dx = dy * mask / (1 - p)
+        dy, (_, mask) = rand(B, H), torch.native_dropout(x, DROPOUT_P, True)
+        return lambda: torch.ops.aten.native_dropout_backward(dy, mask, 1 / (1 - DROPOUT_P))
     table = {
         "add": lambda: x + y, "addu": lambda: x + SCALAR,
         "mul": lambda: x * y, "mulu": lambda: x * SCALAR,

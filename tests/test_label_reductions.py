@@ -53,6 +53,7 @@ def _measured(root, folder, ops):
     d = root / "GPU_torch1_cuda1" / folder
     d.mkdir(parents=True)
     pd.DataFrame({"OPName": ops, "Latency": [0.5] * len(ops), "Device": "GPU", "Kernel Name": "k",
+                  "Kernels": [";k" * (i + 1) for i in range(len(ops))],
                   "B": [8] * len(ops), "H": [16] * len(ops)}).to_csv(d / "softmax.csv", index=False)
 
 
@@ -62,10 +63,11 @@ def test_measured_reductions_read_phases_from_the_collector_ops(tmp_path):
     assert R.measured_reductions(tmp_path).empty              # the dataset's way: none measured
     busy = R.measured_reductions(tmp_path, gpu_busy=True)
     assert list(zip(busy["op"], busy["phase"])) == [("softmax", "fw"), ("softmax", "bw")]
+    assert busy["kernels"].tolist() == [1, 2]
     assert (busy["run"] == "GPU_torch1_cuda1").all()
 
 
 def test_measured_reductions_name_the_file_of_an_unknown_op(tmp_path):
-    _measured(tmp_path, "label-shapes", ["softmax", "add"])
+    _measured(tmp_path, "label-shapes", ["softmax", "add"])   # add: no collector op of the label shapes
     with pytest.raises(ValueError, match=r"softmax\.csv: ops \['add'\]"):
         R.measured_reductions(tmp_path)

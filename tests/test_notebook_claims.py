@@ -1779,3 +1779,13 @@ def test_05_softmax_backward_product():
                f"{ape.loc[A100_80, 'without_product_ape']:.2f}% -> {ape.loc[A100_80, 'with_ape']:.2f}% and H100 "
                f"{ape.loc[H100, 'without_product_ape']:.2f}% -> {ape.loc[H100, 'with_ape']:.2f}%, while V100's get "
                f"worse, {ape.loc[v100, 'without_product_ape']:.2f}% -> {ape.loc[v100, 'with_ape']:.2f}%")
+
+
+def test_05_dropout_timings():
+    """05 cell product-read: dropout forward and backward as the H200 timed them (05-dropout-timings)."""
+    d = table("05-dropout-timings")
+    assert (d["bw_kernels"] == 1).all() and (d["fw_kernels"] == 1).all()                  # "as one kernel"
+    r = lambda timing: d[d["timing"] == timing]["bw_over_fw"]   # noqa: E731
+    plain, busy = r("dataset's way"), r("busy GPU")
+    says(NB05, f"in {plain.min():.2f}-{plain.max():.2f} of the forward's time as the dataset times "
+               f"({busy.min():.2f}-{busy.max():.2f} behind a busy GPU)")

@@ -275,3 +275,15 @@ def test_backward_ops_take_a_dims_file_only():
     assert P.footprint_bytes("softmax_bw", (10, 10)) == P.footprint_bytes("ln_bw", (10, 10)) == 4 * 300
     with pytest.raises(P.ProfileError, match="B;H file"):
         P.dataset_dims_file("ln_bw", "test")
+
+
+def test_dropout_ops_match_autograd():
+    # dropout_bw runs what autograd runs for dropout: dx = dy * mask / (1 - p), the mask of a dropout of x
+    B, H = 6, 10
+    out, mask = P.build_op("dropout", (B, H))()
+    assert out.shape == mask.shape == (B, H) and mask.dtype == torch.bool
+    g = torch.Generator().manual_seed(0)
+    x, dy = torch.rand(B, H, generator=g), torch.rand(B, H, generator=g)
+    got = P.build_op("dropout_bw", (B, H))()
+    assert ((got == 0) | torch.isclose(got, dy / (1 - P.DROPOUT_P))).all()   # dropped, or scaled
+    assert P.footprint_bytes("dropout", (10, 10)) == P.footprint_bytes("dropout_bw", (10, 10)) == 4 * 300
