@@ -1,10 +1,11 @@
-"""The softmax and layernorm kernels of the label settings, forward and backward, at the shapes the models run
-(notebook 05).
+"""The softmax and layernorm kernels of the label settings, forward and backward, at the shapes the models run, and
+their dropouts (notebook 05).
 
 The kernel dataset timed forward softmax and layernorm kernels of up to about 16,400 rows; a label's attention
-softmax runs 16,384 to 524,288 rows, and training runs their backward kernels, which no dataset row times. The
-collector (`python -m lib.profile --ops softmax,softmax_bw --dims FILE`) times both at these shapes on a GPU we
-have (data/measured/README.md), and notebook 05 sets the measurements beside the forecast of the same kernels.
+softmax runs 16,384 to 524,288 rows, and training runs their backward kernels, which no dataset row times, nor any
+dropout. The collector (`python -m lib.profile --ops softmax,softmax_bw --dims FILE`, and ln or dropout alike) times
+them at these shapes on a GPU we have (data/measured/README.md), and notebook 05 sets the measurements beside the
+forecast of the same kernels.
 """
 from __future__ import annotations
 
