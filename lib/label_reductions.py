@@ -29,10 +29,11 @@ LABEL_SHAPES_FOLDER = "label-shapes"   # a run folder's subfolder of these measu
 LABEL_SETTING_KEYS = ["model", "batch", "seq", "mode"]
 SECOND_KERNELS = (COLUMN_SUMS, GRAD_TIMES_OUTPUT)   # end the aten names of a backward's second kernel
 KERNEL_KEYS = ["op", "phase", "B", "H"]
-# the collector's op name of each (op, phase): lib.profile_ops.BACKWARD_OPS time the backward kernels
+# the collector's op name of each (op, phase): lib.profile_ops.MODEL_OPS time those the dataset lacks
 COLLECTOR_OP = {("softmax", "fw"): "softmax", ("softmax", "bw"): "softmax_bw", ("ln", "fw"): "ln", ("ln", "bw"): "ln_bw",
                 ("dropout", "fw"): "dropout", ("dropout", "bw"): "dropout_bw"}
 DROPOUT = "native_dropout"   # the aten op of a training pass's dropout (lib.graph_capture), priced as 'mem'
+DIMS_OPS = REDUCTION_OPS + ("dropout",)   # the ops write_dims writes a collector dims file for
 
 
 def label_settings(labels: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -131,8 +132,8 @@ def dropout_shapes(settings: pd.DataFrame) -> pd.DataFrame:
 def write_dims(shapes: pd.DataFrame, op: str, path: Path | str) -> Path:
     """Write the distinct B;H shapes of one op (softmax, ln or dropout) as a collector dims file (lib.profile
     --dims)."""
-    if op not in REDUCTION_OPS + ("dropout",):
-        raise ValueError(f"op '{op}': expected one of {', '.join(REDUCTION_OPS + ('dropout',))}")
+    if op not in DIMS_OPS:
+        raise ValueError(f"op '{op}': expected one of {', '.join(DIMS_OPS)}")
     dims = shapes.loc[shapes["op"] == op, ["B", "H"]].drop_duplicates().sort_values(["H", "B"])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("folder", nargs="?", default=str(paths.BUILD / LABEL_SHAPES_FOLDER))
     settings = label_settings()
     shapes = pd.concat([reduction_shapes(settings), dropout_shapes(settings)])
-    for op in REDUCTION_OPS + ("dropout",):
+    for op in DIMS_OPS:
         print(write_dims(shapes, op, Path(ap.parse_args(argv).folder) / f"{op}.csv"))
     return 0
 

@@ -104,8 +104,10 @@ def footprint_bytes(op: str, shape: tuple[int, ...], dtype: str = "fp32") -> int
         B, M, N, K = shape
         weights = N * K + K if op == "linear" else B * N * K
         return size * (B * M * N + weights + B * M * K)
-    B, H = shape   # binary ops read two tensors, backward ops y (or x, or the mask) and dy; each writes one (dropout:
-    return size * B * H * (3 if op in ("add", "mul", "div", "pow") + MODEL_OPS else 2)   # and its mask, counted whole)
+    # binary ops read two tensors, backward ops y (or x, or the mask) and dy, and each writes one; dropout writes its
+    # output and its mask (a bool mask counted as a whole tensor: an upper bound)
+    B, H = shape
+    return size * B * H * (3 if op in ("add", "mul", "div", "pow") + MODEL_OPS else 2)
 
 
 def build_op(op: str, shape: tuple[int, ...], device="cpu", seed: int = 0, dtype: str = "fp32"):
