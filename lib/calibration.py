@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .data import OP_CLASS
-from .graph_ops import LAYERNORM_BACKWARD, SOFTMAX_BACKWARD
+from .graph_ops import DROPOUT_BACKWARD, LAYERNORM_BACKWARD, SOFTMAX_BACKWARD
 
 CLASSES = ("FC", "BMM", "EW", "SOFTMAX", "LN", "MEM")
 _FC_MODULES = re.compile(r"^(dense|classifier|decoder|fc\d+|[qkv]_proj|query|key|value|out_proj|"
@@ -115,12 +115,14 @@ def kernel_class(op) -> np.ndarray:
 
 def kernel_node_class(table: pd.DataFrame) -> np.ndarray:
     """Op class of the label node each kernel row belongs to: kernel_class, except that a layernorm backward's
-    column-sum kernel (priced as 'mem', lib.graph_ops.kernel_rows) belongs to its layernorm node, LN, and a softmax
-    backward's element-wise kernel (priced as 'mul') to its softmax node, SOFTMAX."""
+    column-sum kernel (priced as 'mem', lib.graph_ops.kernel_rows) belongs to its layernorm node, LN, a softmax
+    backward's element-wise kernel (priced as 'mul') to its softmax node, SOFTMAX, and a dropout backward's
+    element-wise kernels to its dropout node, MEM."""
     cls = kernel_class(table["op"])
     base = table["aten"].astype(str).str.split(".").str[1]
     cls[(base == LAYERNORM_BACKWARD).to_numpy()] = "LN"
     cls[(base == SOFTMAX_BACKWARD).to_numpy()] = "SOFTMAX"
+    cls[(base == DROPOUT_BACKWARD).to_numpy()] = "MEM"
     return cls
 
 

@@ -54,6 +54,9 @@ LAYERNORM_BACKWARD = "native_layer_norm_backward"
 COLUMN_SUMS = "[dgamma,dbeta]"     # ends the aten name of a layernorm backward's second kernel (kernel_rows)
 SOFTMAX_BACKWARD = "_softmax_backward_data"
 GRAD_TIMES_OUTPUT = "[grad*output]"   # ends the aten name of a softmax backward's element-wise kernel (kernel_rows)
+DROPOUT_BACKWARD = "native_dropout_backward"
+# end the aten names of the three kernels of a dropout's backward as the labels ran it (kernel_rows)
+MASK_TO_FLOAT, MASK_TIMES_SCALE, GRAD_TIMES_MASK = "[mask->float]", "[mask*scale]", "[grad*mask]"
 
 
 def _in_place(aten: str) -> bool:
@@ -139,14 +142,30 @@ def classify(r: dict) -> dict | None:
 # dx = tmp - output * rowsum(tmp)): an element-wise 'mul' of two B x H tensors (the dataset's mul op, at the row
 # kernel's B and H), then the 'softmax' row (reads tmp and y, writes dx; lib.traffic prices its extra tensor). Every
 # profiler trace of one aten._softmax_backward_data call on the H200 shows both kernels (data/measured/README.md).
+# A dropout's backward, as the labels ran it, is three kernels. A plain loss.backward() runs native_dropout_backward as
+# one (masked_scale: reads grad and the bool mask, writes dx). But autograd takes another derivative of native_dropout
+# when grad mode is on during the backward (create_graph=True), infinitely_differentiable_native_dropout_backward:
+#     dx = grad * (mask.type_as(grad) * scale)
+#     cast      mask (1 byte per element) -> float: a 'mem' kernel, bytes = mask bytes + grad bytes
+#     scale     mask_float * scale: the dataset's 'mulu' over grad's B x H
+#     product   grad * scaled mask: the dataset's 'mul' over grad's B x H
+# 25 bytes per fp32 element against masked_scale's 9. Every label CSV with both nodes times the backward of the
+# attention probabilities' dropout at 2.8-3.8 times the backward of the division of the scores of the same size (one
+# kernel of 8 bytes per element), as 25 / 8 = 3.1 says and 9 / 8 does not (notebook 05).
 def kernel_rows(r: dict) -> list[dict]:
     """One recorded aten call -> the kernel rows it launches (classify's row, and a layernorm or softmax backward's
-    second)."""
+    second; a dropout backward's three)."""
     row = classify(r)
     if row is None:
         return []
     if _base(r["aten"]) == SOFTMAX_BACKWARD:
         return [row, dict(row, op="mul", aten=r["aten"] + GRAD_TIMES_OUTPUT)]
+    if _base(r["aten"]) == DROPOUT_BACKWARD:
+        (grad_shape, grad_bytes, _), (_, mask_bytes, _) = r["ins"][:2]
+        b, h = _vec_dims(grad_shape)
+        return [dict(row, bytes=mask_bytes + grad_bytes, aten=r["aten"] + MASK_TO_FLOAT),
+                dict(row, op="mulu", B=b, H=h, bytes=math.nan, aten=r["aten"] + MASK_TIMES_SCALE),
+                dict(row, op="mul", B=b, H=h, bytes=math.nan, aten=r["aten"] + GRAD_TIMES_MASK)]
     if _base(r["aten"]) != LAYERNORM_BACKWARD or len(r["outs"]) < 2:
         return [row]
     reads = sum(n for _, n, _ in r["ins"][:4])

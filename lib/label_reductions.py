@@ -117,6 +117,39 @@ def label_node_times(labels: pd.DataFrame, cls: str = "SOFTMAX") -> pd.DataFrame
     return out.assign(bw_over_fw=out["bw_ms"] / out["fw_ms"])
 
 
+# Bytes per fp32 element of the backward kernels below (lib.graph_ops.kernel_rows; the mask is a bool, 1 byte):
+#     division of the scores by a number:  dx = grad / c                             read 4, write 4         =  8
+#     dropout, plain backward:             dx = masked_scale(grad, mask)             read 4 + 1, write 4     =  9
+#     dropout, grad mode on:               mask -> float; * scale; grad * that       (1 + 4) + (4 + 4) + (4 + 4 + 4) = 25
+# Where both run at one bandwidth, backward dropout / backward division = 9 / 8 plainly, or 25 / 8 with grad mode on.
+DIVISION_BYTES, PLAIN_DROPOUT_BYTES, GRAD_MODE_DROPOUT_BYTES = 8, 9, 25
+
+
+def dropout_against_division(labels: pd.DataFrame) -> pd.DataFrame:
+    """Per training label CSV: one layer's dropout node and the division node (Name truediv) of the same element
+    count (the attention probabilities and scores), their forward and backward ms, backward dropout / backward
+    division, and that ratio's two expected values (notebook 05)."""
+    from .calibration import _numel, label_nodes
+    train = labels[(labels["mode"] == "training") & (labels["option"] == "") & (labels["csv"] != "")]
+    rows = []
+    for r in train.itertuples():
+        nodes = label_nodes(r.csv)
+        nodes = nodes[(nodes["part"] == "layer") & (nodes["bw_latency_ms"] > 0)]
+        numel = nodes["output_shape"].map(_numel)
+        division = nodes[nodes["Name"].astype(str).str.fullmatch(r"truediv(_\d+)?")]
+        dropout = nodes[(nodes["cls"] == "MEM") & nodes["Name"].astype(str).str.contains("drop")]
+        for n in sorted(set(numel[division.index]) & set(numel[dropout.index])):
+            d, q = division[numel[division.index] == n].iloc[0], dropout[numel[dropout.index] == n].iloc[0]
+            rows.append({"device": r.device, "vendor": r.vendor, "model": r.model, "batch": r.batch, "seq": r.seq,
+                         "elements": n, "division_fw_ms": d["fw_latency_ms"], "division_bw_ms": d["bw_latency_ms"],
+                         "dropout_fw_ms": q["fw_latency_ms"], "dropout_bw_ms": q["bw_latency_ms"]})
+    out = pd.DataFrame(rows, columns=["device", "vendor", "model", "batch", "seq", "elements", "division_fw_ms",
+                                      "division_bw_ms", "dropout_fw_ms", "dropout_bw_ms"])
+    return out.assign(bw_ratio=out["dropout_bw_ms"] / out["division_bw_ms"],
+                      plain_ratio=PLAIN_DROPOUT_BYTES / DIVISION_BYTES,
+                      grad_mode_ratio=GRAD_MODE_DROPOUT_BYTES / DIVISION_BYTES)
+
+
 def dropout_shapes(settings: pd.DataFrame) -> pd.DataFrame:
     """The distinct B rows x H (H: the last dim) of every dropout the training settings run, as `op` 'dropout'
     (notebook 05)."""

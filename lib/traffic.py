@@ -13,10 +13,13 @@ A memory-bound kernel's time scales with its traffic, so each is priced from the
 """
 from __future__ import annotations
 
+import ast
+import math
+
 import numpy as np
 import pandas as pd
 
-from .graph_ops import COLUMN_SUMS
+from .graph_ops import COLUMN_SUMS, DROPOUT_BACKWARD, MASK_TO_FLOAT
 from .ops import FP32_BYTES
 from .roofline import flops_and_bytes
 
@@ -60,3 +63,20 @@ def second_kernel_ms(table: pd.DataFrame, suffix: str = COLUMN_SUMS) -> float:
     product; 0.0 without any. What a forecast adds for them (notebook 05)."""
     rows = table["aten"].astype(str).str.endswith(suffix).to_numpy()
     return float(table["total_ms"].to_numpy(float)[rows].sum())
+
+
+def plain_dropout_backward_ms(table: pd.DataFrame) -> float:
+    """A predicted kernel table's total ms had every dropout backward been the one kernel of a plain backward
+    (masked_scale), not the three of the labels' grad mode (lib.graph_ops.kernel_rows): the forecast before them
+    (notebook 05)."""
+    # masked_scale reads grad and the mask and writes dx; the three kernels' first, the mask's cast, reads the mask and
+    # writes grad's bytes. Both are 'mem' rows, priced by bytes / bandwidth (lib.kernels), so
+    #     plain_ms = cast_ms * (cast bytes + dx bytes) / cast bytes,   dx bytes = fp32 bytes of grad's shape
+    aten = table["aten"].astype(str)
+    cast = table[aten.str.endswith(MASK_TO_FLOAT)]
+    grad_shapes = [ast.literal_eval(s.split("->")[0])[0] for s in cast["shapes"]]
+    dx_bytes = np.array([FP32_BYTES * math.prod(s) for s in grad_shapes], dtype=float)
+    cast_bytes = cast["bytes"].to_numpy(float)
+    plain_ms = cast["total_ms"].to_numpy(float) * (cast_bytes + dx_bytes) / cast_bytes
+    three = aten.str.startswith(f"aten.{DROPOUT_BACKWARD}.").to_numpy()
+    return float(table["total_ms"].to_numpy(float)[~three].sum() + plain_ms.sum())

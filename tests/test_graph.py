@@ -368,6 +368,23 @@ def test_capture_regions_follow_the_blocks_forward_and_backward(tmp_path):
     assert not any("ones_like" in r["aten"] for r in recs)
 
 
+def test_dropout_backward_rows_are_the_kernels_autograd_runs_with_grad_mode_on():
+    # the trusted reference: PyTorch's own autograd. With grad mode on in the backward (create_graph=True) the
+    # derivative of native_dropout is a cast of the mask, a multiplication by the scale and one by the gradient
+    # (lib.graph_ops.kernel_rows' three rows); with it off, the one native_dropout_backward kernel
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def ops(create_graph):
+        def f(x, g):
+            y, _ = torch.ops.aten.native_dropout(x, 0.1, True)
+            return torch.autograd.grad(y, x, g, create_graph=create_graph)[0]
+        gm = make_fx(f)(torch.randn(4, 8, requires_grad=True), torch.randn(4, 8))
+        return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"][3:]   # after native_dropout, getitem x2
+    assert ops(False) == ["aten.native_dropout_backward.default"]
+    assert ops(True) == ["aten._to_copy.default", "aten.mul.Scalar", "aten.mul.Tensor"]
+
+
 def test_dropout_kernels_only_where_cuda_runs_them(tmp_path):
     # GPT-2 (dropout 0.1): a native_dropout kernel in training, none in inference (eval mode); Llama's dropout
     # probabilities are 0, which CUDA's F.dropout returns as is, without a kernel

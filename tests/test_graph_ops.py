@@ -142,6 +142,31 @@ def test_softmax_backward_product_belongs_to_the_softmax_node():
     assert list(kernel_node_class(pd.DataFrame([*kernel_rows(rec), mul]))) == ["SOFTMAX", "SOFTMAX", "EW"]
 
 
+def test_dropout_backward_is_three_kernels_as_the_labels_ran_it():
+    # native_dropout_backward(grad [2, 16, 128, 128] fp32, mask of the same shape, bool) -> dx, with grad mode on:
+    # mask -> float (reads 1 byte, writes 4 per element), * scale ('mulu'), grad * that ('mul'), at 4,096 rows of 128
+    n = 2 * 16 * 128 * 128
+    rec = _rec("aten.native_dropout_backward.default", [(2, 16, 128, 128)], [(2, 16, 128, 128)], phase="bw")
+    rec["ins"].append(((2, 16, 128, 128), n, "bool"))
+    cast, scale, product = kernel_rows(rec)
+    assert cast["op"] == "mem" and cast["bytes"] == n + 4 * n and cast["aten"].endswith("[mask->float]")
+    assert _dims(scale) == {"op": "mulu", "B": 4096, "H": 128} and scale["aten"].endswith("[mask*scale]")
+    assert _dims(product) == {"op": "mul", "B": 4096, "H": 128} and product["aten"].endswith("[grad*mask]")
+    assert all(r["phase"] == "bw" and not r["fusable"] for r in (cast, scale, product))
+    # the plain backward's one kernel (classify's row) read grad and mask and wrote dx: 9 bytes per element
+    assert classify(rec)["bytes"] == 9 * n
+
+
+def test_dropout_backward_kernels_belong_to_the_dropout_node():
+    import pandas as pd
+
+    from lib.calibration import kernel_node_class
+    rec = _rec("aten.native_dropout_backward.default", [(4, 8)], [(4, 8)], phase="bw")
+    rec["ins"].append(((4, 8), 32, "bool"))
+    mul = classify(_rec("aten.mul.Tensor", [(4, 8), (4, 8)], [(4, 8)], phase="bw"))
+    assert list(kernel_node_class(pd.DataFrame([*kernel_rows(rec), mul]))) == ["MEM", "MEM", "MEM", "EW"]
+
+
 def test_layernorm_column_sums_belong_to_the_layernorm_node():
     # a label CSV times a layernorm node's backward as one node (both kernels): the one-layer comparison
     # (lib.calibration.predicted_layer) counts the column-sum kernel as LN, while it is priced as 'mem'

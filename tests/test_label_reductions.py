@@ -71,3 +71,23 @@ def test_measured_reductions_name_the_file_of_an_unknown_op(tmp_path):
     _measured(tmp_path, "label-shapes", ["softmax", "add"])   # add: no collector op of the label shapes
     with pytest.raises(ValueError, match=r"softmax\.csv: ops \['add'\]"):
         R.measured_reductions(tmp_path)
+
+
+def test_dropout_against_division_pairs_nodes_of_one_size(tmp_path):
+    # a training label CSV's layer (fx names function nodes by function): the scores' division and the probabilities'
+    # dropout (1 x 2 x 4 x 4 = 32 elements), and a dropout of another size, which has no division to pair with
+    nodes = [("transformer_h_0_ln_1", "call_module", "transformer.h.0.ln_1", "(1, 4, 8)", 0.02, 0.02),
+             ("truediv", "call_function", "<built-in function truediv>", "(1, 2, 4, 4)", 0.10, 0.10),
+             ("transformer_h_0_attn_attn_dropout", "call_module", "transformer.h.0.attn.attn_dropout", "(1, 2, 4, 4)",
+              0.12, 0.33),
+             ("transformer_h_0_attn_resid_dropout", "call_module", "transformer.h.0.attn.resid_dropout", "(1, 4, 8)",
+              0.05, 0.07)]
+    csv = tmp_path / "label.csv"
+    pd.DataFrame([{"Name": n, "op": o, "target": t, "input_shapes": "[]", "output_shape": s, "fw_latency": f,
+                   "bw_latency": b} for n, o, t, s, f, b in nodes]).to_csv(csv, index=False)
+    labels = pd.DataFrame([{"device": "GPU", "vendor": "nvidia", "model": "m", "batch": 1, "seq": 4, "mode": "training",
+                            "option": "", "csv": str(csv)}])
+    out = R.dropout_against_division(labels)
+    assert len(out) == 1 and out["elements"].iloc[0] == 32
+    assert out["bw_ratio"].iloc[0] == pytest.approx(3.3)
+    assert out["plain_ratio"].iloc[0] == 9 / 8 and out["grad_mode_ratio"].iloc[0] == 25 / 8

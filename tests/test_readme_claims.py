@@ -383,11 +383,14 @@ def test_amendment7():
         r = runs[kind] if device is None else runs[kind][runs[kind]["device"] == device]
         return f"{r['neusight_ape_before'].mean():.1f}% -> {r['neusight_ape_after'].mean():.1f}%"
     a80, h100 = "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"
-    for kind, dev in (("training", None), ("training", a80), ("inference", h100), ("training", h100)):
-        r = runs[kind] if dev is None else runs[kind][runs[kind]["device"] == dev]
-        assert r["neusight_ape_after"].mean() > r["neusight_ape_before"].mean()              # "got worse"
-    say(f"so those GPUs' labels got worse: training mean APE {ape('training')}, A100-80GB training {ape('training', a80)}, "
-        f"H100 inference {ape('inference', h100)}, H100 training {ape('training', h100)}.")
+    change = {(kind, dev): (runs[kind] if dev is None else runs[kind][runs[kind]["device"] == dev])[
+        ["neusight_ape_before", "neusight_ape_after"]].mean() for kind, dev in
+        (("training", None), ("training", a80), ("inference", h100), ("training", h100))}
+    assert all(c["neusight_ape_after"] > c["neusight_ape_before"] for k, c in change.items() if k != ("training", h100))
+    assert change[("training", h100)]["neusight_ape_after"] < change[("training", h100)]["neusight_ape_before"]
+    say(f"so those GPUs' labels mostly got worse: training mean APE {ape('training')}, A100-80GB training "
+        f"{ape('training', a80)}, H100 inference {ape('inference', h100)}; H100 training improved, "
+        f"{ape('training', h100)}.")
     # the training GPUs, per GPU and mode: all improved but P4 (inference)
     trained = pd.concat([runs[k][runs[k]["device"].isin(TRAIN_GPUS_NVIDIA)].assign(mode=k) for k in ("inference", "training")])
     means = trained.groupby(["device", "mode"])[["neusight_ape_before", "neusight_ape_after"]].mean()
@@ -572,10 +575,12 @@ def test_e2e_labels_and_their_consistency():
     say(f"the measured kernels take {inf['kernel_over_pred']:.2f}x our forecast over its inference labels")
     say(f"from {inf['neusight_ape']:.1f}% to {inf['exact_ape_pct']:.1f}% (inference) and from {train['neusight_ape']:.1f}% "
         f"to {train['exact_ape_pct']:.1f}% (training)")
-    # "more than half of the excess over 5%": the matched kernels as measured remove that much of H100's excess
-    say(f"On the H100, more than half of the excess over {E2E_TARGET_PCT:g}%")
-    for r in (inf, train):
-        assert r["neusight_ape"] - r["exact_ape_pct"] > 0.5 * (r["neusight_ape"] - E2E_TARGET_PCT)
+    # "more than half of the inference excess over 5%": the matched kernels as measured remove that much of H100's
+    # inference excess, and less than half of its training excess
+    share = (train["neusight_ape"] - train["exact_ape_pct"]) / (train["neusight_ape"] - E2E_TARGET_PCT)
+    assert inf["neusight_ape"] - inf["exact_ape_pct"] > 0.5 * (inf["neusight_ape"] - E2E_TARGET_PCT) and 0 < share < 0.5
+    say(f"On the H100, more than half of the inference excess over {E2E_TARGET_PCT:g}% (and {100 * share:.0f}% of the "
+        "training excess")
 
 
 def test_short_kernel_labels():
@@ -672,6 +677,29 @@ def test_backward_traffic():
     say(f"it makes every training forecast {span(up.min(), up.max(), '.1f')}% slower, and the mean APE over the "
         f"{len(t)} training labels {move} from {t['without_ape'].mean():.1f}% to {t['with_ape'].mean():.1f}% "
         f"(A100-80GB {a['without_ape']:.1f}% -> {a['with_ape']:.1f}%, V100 {v['without_ape']:.1f}% -> {v['with_ape']:.1f}%;")
+
+
+def test_softmax_product_and_dropout_kernels():
+    """Training labels without the softmax backward's product, and with a plain dropout backward:
+    e2e_backward_traffic; the labels' backward dropout / backward division: 05-dropout-vs-division."""
+    t = table("e2e_backward_traffic")
+    ape = lambda col: t.groupby("device")[col].mean()   # noqa: E731
+    def moves(without):
+        w, a = ape(without), ape("with_ape")
+        return ", ".join(f"{name} {w[d]:.2f}% -> {a[d]:.2f}%" for name, d in
+                         (("A100-80GB", "NVIDIA A100 80GB PCIe"), ("H100", "NVIDIA H100 80GB HBM3"),
+                          ("V100", "Tesla V100-PCIE-32GB")))
+    say(f"it makes every training forecast {span(t.product_pct.min(), t.product_pct.max(), '.2f')}% slower, and the "
+        f"training mean APE falls from {t.without_product_ape.mean():.2f}% to {t.with_ape.mean():.2f}% "
+        f"({moves('without_product_ape')}; column `without_product_ms`")
+    assert t.without_product_ape.mean() > t.with_ape.mean()
+    d = table("05-dropout-vs-division")
+    nv, amd = d[d.vendor == "nvidia"].bw_ratio, d[d.vendor == "amd"].bw_ratio
+    say(f"takes {nv.min():.2f}-{nv.max():.2f} times (NVIDIA; AMD {amd.min():.2f}-{amd.max():.2f}) as long as the")
+    say(f"every training forecast got {t.dropout_pct.min():.2f}-{t.dropout_pct.max():.2f}% slower, and the training "
+        f"mean APE rose from {t.plain_dropout_ape.mean():.2f}% to {t.with_ape.mean():.2f}% ({moves('plain_dropout_ape')};")
+    assert t.plain_dropout_ape.mean() < t.with_ape.mean()
+    say(f"forecast is up to those {t.dropout_pct.max():.2f}% too slow")
 
 
 def test_layernorm_column_sums():
