@@ -123,7 +123,8 @@ def _switch_experts_forward(self, hidden_states, selected_experts, routing_weigh
 
 def _gpu_dropout(input, p=0.5, training=True, inplace=False):
     """F.dropout as CUDA runs it: one fused native_dropout kernel (meta/CPU would decompose it
-    into bernoulli_ + div_ + mul); backward is one native_dropout_backward kernel."""
+    into bernoulli_ + div_ + mul); its backward is recorded as one native_dropout_backward call, which
+    lib.graph_ops.kernel_rows prices as the three kernels the labels' backward ran."""
     if not training or p == 0.0:
         return input
     return torch.native_dropout(input, p, True)[0]
@@ -274,7 +275,8 @@ def as_measured(model_type: str):
 
 def logits_and_seeds(out) -> tuple[list, list]:
     """The logits a training pass's backward starts from, and their seeds d(sum of logits)/d(logits) = ones
-    (used by the capture and by lib.profile_model, so the forecast and the measurement run the same backward)."""
+    (used by the capture and by lib.profile_model, so the forecast and the measurement run the same backward: a plain
+    one, whose dropouts lib.graph_ops.kernel_rows prices as the labels ran them)."""
     logits = [v for k, v in out.items() if k.endswith("logits") and isinstance(v, torch.Tensor) and v.requires_grad]
     return logits, [torch.ones_like(t) for t in logits]
 

@@ -1,5 +1,5 @@
 """The softmax and layernorm kernels of the label settings, forward and backward, at the shapes the models run, and
-their dropouts (notebook 05).
+their dropouts; and the labels' own backward dropout set beside a backward division of its size (notebook 05).
 
 The kernel dataset timed forward softmax and layernorm kernels of up to about 16,400 rows; a label's attention
 softmax runs 16,384 to 524,288 rows, and training runs their backward kernels, which no dataset row times, nor any

@@ -7,6 +7,8 @@ The model is the one lib.graph captures for the forecast (lib.graph_capture.buil
 fp32, eager attention as transformers 4.x ran it, random weights, full depth), built on the GPU. Inference: one
 forward pass over batch x seq in eval mode without autograd. Training: a forward pass in train mode (dropout on),
 then the backward pass from the logits (seeded with ones, as the capture does); no optimizer step, as measured.
+That backward is a plain one (no create_graph): each dropout's backward runs one kernel there, where the labels'
+backward, run with grad mode on, ran three (lib.graph_ops.kernel_rows, notebook 05).
 Each latency is the mean of the fastest half of `repeat` CUDA-event-timed passes after `warmup` passes
 (lib.profile_ops.fastest_mean, the kernel collector's method). The result is written as a label JSON
 (<out-dir>/torch<v>_cuda<v>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.json: e2e_latency, fw_latency,

@@ -10,6 +10,8 @@ y, one B x H tensor each. Two kinds of kernel in a model move more:
 A memory-bound kernel's time scales with its traffic, so each is priced from the forward kernel of its shape:
     latency = latency_forward(B, H) * (bytes_forward + extra_bytes) / bytes_forward
     extra_bytes(backward) = 4 * B * H        (fp32)
+Also here: what a forecast would be had its backward kernels been priced otherwise (without the traffic rule, without
+a backward's second kernel, with a plain backward's one dropout kernel), which notebook 05 sets beside the labels.
 """
 from __future__ import annotations
 
