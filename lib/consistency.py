@@ -197,8 +197,10 @@ def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
     #   node_sum_ape_pct = |node_fw_ms + node_bw_ms - e2e_ms| / e2e_ms * 100
     # node_sum_ape_pct is the end-to-end error of a forecast that got every node of the CSV exactly right
     # (summing kernels is how NeuSight forecasts a model): the part of the error no kernel predictor can remove.
+    # A CSV times its parameters' gradient accumulation apart from the backward (column acc_latency):
+    #   node_acc_ms = sum_i w_i acc_latency_ms_i,  bw_acc_ratio = (node_bw_ms + node_acc_ms) / bw_ms
     cols = ["device", "gpu", "model", "mode", "batch", "seq", "e2e_ms", "fw_ms", "bw_ms", "node_fw_ms",
-            "node_bw_ms", "fw_ratio", "bw_ratio", "node_sum_ape_pct"]
+            "node_bw_ms", "node_acc_ms", "fw_ratio", "bw_ratio", "bw_acc_ratio", "node_sum_ape_pct"]
     if labels is None:
         labels = _default_labels()
     rows = []
@@ -207,11 +209,14 @@ def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
         w = np.where(n["part"] == "layer", max(int(r.num_layer), 1), 1)
         fw = float((n["fw_latency_ms"].fillna(0.0) * w).sum())
         bw = float((n["bw_latency_ms"].fillna(0.0) * w).sum()) if "bw_latency_ms" in n else 0.0
+        raw = pd.read_csv(r.csv)   # label_nodes keeps the CSV's rows in order, so its index is the CSV's
+        acc = float((raw["acc_latency"].fillna(0.0).to_numpy() * w).sum()) if "acc_latency" in raw else 0.0
         rows.append((r.device, r.gpu, r.model, r.mode, int(r.batch), int(r.seq), float(r.e2e_ms), float(r.fw_ms),
-                     float(r.bw_ms), fw, bw))
-    out = pd.DataFrame(rows, columns=cols[:-3])
+                     float(r.bw_ms), fw, bw, acc))
+    out = pd.DataFrame(rows, columns=cols[:12])
     out["fw_ratio"] = out["node_fw_ms"] / out["fw_ms"]
     out["bw_ratio"] = (out["node_bw_ms"] / out["bw_ms"]).where(out["bw_ms"] > 0)
+    out["bw_acc_ratio"] = ((out["node_bw_ms"] + out["node_acc_ms"]) / out["bw_ms"]).where(out["bw_ms"] > 0)
     out["node_sum_ape_pct"] = np.abs(out["node_fw_ms"] + out["node_bw_ms"] - out["e2e_ms"]) / out["e2e_ms"] * 100
     return out[cols].reset_index(drop=True)
 

@@ -185,10 +185,15 @@ def test_node_sum_table_by_hand(tmp_path):
     csv = tmp_path / "bert_large-train-8-2.csv"
     df = pd.DataFrame(NODES, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"])
     df["bw_latency"] = df["fw_latency"] * 0.1
+    df["acc_latency"] = df["fw_latency"] * 0.01
     df["dtype"] = "torch.float32"
     df.to_csv(csv, index=False)
     labels = _labels(str(csv)).assign(mode="training", e2e_ms=40.0, fw_ms=25.0, bw_ms=15.0)
     t = node_sum_table(labels).iloc[0]
+    # the parameters' gradient accumulation, timed apart (acc_latency, here a hundredth of the forward), is summed the
+    # same way and kept out of node_sum_ape_pct
+    assert t.node_acc_ms == pytest.approx(0.2988)
+    assert t.bw_acc_ratio == pytest.approx((2.988 + 0.2988) / 15.0)
     # prologue: 0 + 0.5; layer (query .. output_dense, x 24): 0.3 + 0.6 + 0.05 + 0.2 + 0.07 + 0 = 1.22;
     # epilogue (pooler): 0.1  ->  forward 0.5 + 24 * 1.22 + 0.1 = 29.88, backward a tenth of it
     assert t.node_fw_ms == pytest.approx(29.88)

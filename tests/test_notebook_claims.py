@@ -1831,3 +1831,14 @@ def test_05_dropout_backward_three_kernels():
                f"{ape.loc[v100, 'with_ape']:.2f}%")
     assert ape.loc[A100_80, "with_ape"] < ape.loc[A100_80, "plain_dropout_ape"]
     assert ape.loc[H100, "with_ape"] > ape.loc[H100, "plain_dropout_ape"] and mean["with_ape"] > 5
+
+
+def test_05_gradient_accumulation():
+    """05 cell nodesum-read: the labels' parameter-gradient accumulation beside their backward (e2e_label_nodesum)."""
+    t = table("e2e_label_nodesum")
+    t = t[t["mode"] == "training"]
+    acc = 100 * t.node_acc_ms / t.node_bw_ms
+    says(NB05, f"{acc.min():.1f}-{acc.max():.1f}% of a training label's\nbackward node time")
+    says(NB05, f"over the {len(t)} training labels the backward node sum comes to a median {t.bw_ratio.median():.2f} of "
+               f"the measured backward without\nit and {t.bw_acc_ratio.median():.2f} with it")
+    assert (t.bw_acc_ratio > t.bw_ratio).all()
