@@ -2,13 +2,15 @@
 
   python -m lib.profile_model --model MODEL_CONFIG.json --batch B --seq S --mode inference|training
                               [--out-dir data/measured/labels] [--warmup 3] [--repeat 10] [--overwrite]
+                              [--grad-mode]
 
 The model is the one lib.graph captures for the forecast (lib.graph_capture.build_model: the labels' model class,
 fp32, eager attention as transformers 4.x ran it, random weights, full depth), built on the GPU. Inference: one
 forward pass over batch x seq in eval mode without autograd. Training: a forward pass in train mode (dropout on),
 then the backward pass from the logits (seeded with ones, as the capture does); no optimizer step, as measured.
 That backward is a plain one (no create_graph): each dropout's backward runs one kernel there, where the labels'
-backward, run with grad mode on, ran three (lib.graph_ops.kernel_rows, notebook 05).
+backward, run with grad mode on, ran three (lib.graph_ops.kernel_rows, notebook 05). `--grad-mode` runs it as the
+labels did (create_graph=True) and writes under <software>-grad-mode, so both can be timed on one GPU.
 Each latency is the mean of the fastest half of `repeat` CUDA-event-timed passes after `warmup` passes
 (lib.profile_ops.fastest_mean, the kernel collector's method). The result is written as a label JSON
 (<out-dir>/torch<v>_cuda<v>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.json: e2e_latency, fw_latency,
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from . import paths
@@ -28,6 +31,7 @@ from .profile import gpu_folder, refuse_existing, software_folder
 from .profile_ops import ProfileError, fastest_mean
 
 LABEL_MODES = {"inference": "inf", "training": "train"}
+GRAD_MODE_SUFFIX = "-grad-mode"   # ends the software folder of labels timed with grad mode on in the backward
 
 
 def label_path(out_dir: Path, software: str, gpu_name: str, model: str, batch: int, seq: int, mode: str) -> Path:
@@ -42,8 +46,10 @@ def _input_ids(torch, cfg, batch: int, seq: int, device: str) -> dict:
     return {"input_ids": ids, **({"decoder_input_ids": ids} if cfg.model_type == "switch_transformers" else {})}
 
 
-def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int, device: str) -> tuple[float, float]:
-    """(forward ms, backward ms; 0 for inference), each the mean of the fastest half of `repeat` timed passes."""
+def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int, device: str,
+                grad_mode: bool = False) -> tuple[float, float]:
+    """(forward ms, backward ms; 0 for inference), each the mean of the fastest half of `repeat` timed passes;
+    grad_mode: the backward with autograd's grad mode on (create_graph=True), as the dataset's labels ran it."""
     from .graph_capture import logits_and_seeds    # imports torch: only when timing
 
     def stamp():
@@ -69,19 +75,25 @@ def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int,
             if mode == "training":
                 logits, seeds = logits_and_seeds(out)
                 t2 = stamp()
-                torch.autograd.backward(logits, seeds)
+                with warnings.catch_warnings():
+                    # grad mode ties each parameter to its gradient in a reference cycle; every pass (and the end
+                    # of this function) sets the gradients to None, which breaks it, so torch's warning says nothing
+                    warnings.filterwarnings("ignore", message=r"Using backward\(\) with create_graph=True")
+                    torch.autograd.backward(logits, seeds, create_graph=grad_mode)
                 t3 = stamp()
         if i >= warmup:
             fw.append(ms(t0, t1))
             if mode == "training":
                 bw.append(ms(t2, t3))
         out = logits = seeds = None          # free the activations and the logits before the next pass
+    model.zero_grad(set_to_none=True)
     return fastest_mean(fw), fastest_mean(bw) if bw else 0.0
 
 
 def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None = None, warmup: int = 3,
-            repeat: int = 10, device: str = "cuda", overwrite: bool = False) -> dict:
-    """Time one model setting on `device` (cuda: GPU 0) and write its label JSON under out_dir (notebook 01)."""
+            repeat: int = 10, device: str = "cuda", overwrite: bool = False, grad_mode: bool = False) -> dict:
+    """Time one model setting on `device` (cuda: GPU 0) and write its label JSON under out_dir (notebook 01);
+    grad_mode: the backward as the dataset's labels ran it (time_passes), under <software>-grad-mode."""
     cfg = load_config(config_path)
     check_args(cfg, batch, seq, mode)
     import torch
@@ -94,7 +106,8 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
     torch.backends.cuda.matmul.allow_tf32 = False     # fp32, as the labels were measured
     torch.backends.cudnn.allow_tf32 = False
     gpu = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
-    path = label_path(out_dir, software_folder(torch), gpu, cfg.name, batch, seq, mode) if out_dir is not None else None
+    software = software_folder(torch) + (GRAD_MODE_SUFFIX if grad_mode else "")
+    path = label_path(out_dir, software, gpu, cfg.name, batch, seq, mode) if out_dir is not None else None
     if path is not None:
         refuse_existing(path, overwrite)
     torch.manual_seed(0)
@@ -103,7 +116,7 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
         model = build_model(cfg, mode, cfg.num_layers, batch, device=device)
         with as_measured(cfg.model_type):
             fw_ms, bw_ms = time_passes(torch, model, _input_ids(torch, cfg, batch, seq, device), mode,
-                                       warmup, repeat, device)
+                                       warmup, repeat, device, grad_mode)
     except torch.cuda.OutOfMemoryError as e:
         raise ProfileError(f"{cfg.name} {mode} batch {batch} seq {seq}: out of GPU memory ({str(e).splitlines()[0]})") from None
     finally:
@@ -112,7 +125,8 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
             torch.cuda.empty_cache()
     from importlib.metadata import version
     label = {"num_layer": int(sum(cfg.num_layers)), "e2e_latency": fw_ms + bw_ms, "fw_latency": fw_ms,
-             "bwall_latency": bw_ms, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+             "bwall_latency": bw_ms, "backward": "grad mode" if grad_mode else "plain",
+             "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
              "transformers_version": version("transformers")}
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,11 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--overwrite", action="store_true", help="replace an existing label file")
+    ap.add_argument("--grad-mode", action="store_true",
+                    help="run the backward with grad mode on (create_graph=True), as the dataset's labels ran it")
     a = ap.parse_args(argv)
     try:
         if a.repeat < 1 or a.warmup < 0:
             raise ProfileError("--repeat must be >= 1 and --warmup >= 0")
-        print(json.dumps(measure(a.model, a.batch, a.seq, a.mode, a.out_dir, a.warmup, a.repeat, overwrite=a.overwrite)))
+        print(json.dumps(measure(a.model, a.batch, a.seq, a.mode, a.out_dir, a.warmup, a.repeat, overwrite=a.overwrite,
+                                 grad_mode=a.grad_mode)))
     except (ProfileError, GraphError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -32,7 +32,7 @@ def test_time_passes_runs_warmup_then_keeps_the_fastest_half(monkeypatch):
     # (4, 3, 2, 1) is (1, 2): 1.5 ms; backward from the logits runs once per pass and takes 7 ms
     clock, costs, backward = [0.0], iter([5, 4, 3, 2, 1]), []
 
-    def fake_backward(ts, gs):
+    def fake_backward(ts, gs, create_graph=False):
         backward.append(len(ts))
         clock[0] += 7 / 1e3
 
@@ -44,6 +44,18 @@ def test_time_passes_runs_warmup_then_keeps_the_fastest_half(monkeypatch):
     monkeypatch.setattr(torch.autograd, "backward", fake_backward)
     fw_ms, bw_ms = PM.time_passes(torch, Model(), {"input_ids": None}, "training", 1, 4, "cpu")
     assert fw_ms == pytest.approx(1.5) and bw_ms == pytest.approx(7.0) and backward == [1] * 5
+
+
+def test_grad_mode_backward_writes_its_own_software_folder(tmp_path):
+    # the backward as the dataset's labels ran it (create_graph=True): its label goes under <software>-grad-mode and
+    # says so, beside the plain one of the same setting
+    cfg = _write(tmp_path, TINY_GPT2, "tiny_gpt2")
+    plain = PM.measure(cfg, 2, 8, "training", out_dir=tmp_path / "labels", warmup=0, repeat=1, device="cpu")
+    grad = PM.measure(cfg, 2, 8, "training", out_dir=tmp_path / "labels", warmup=0, repeat=1, device="cpu",
+                      grad_mode=True)
+    software = f"torch{torch.__version__.split('+')[0]}_cuda{torch.version.cuda}"
+    assert grad["path"] == str(tmp_path / "labels" / (software + PM.GRAD_MODE_SUFFIX) / "cpu" / "tiny_gpt2-train-8-2.json")
+    assert (plain["backward"], grad["backward"]) == ("plain", "grad mode") and grad["bwall_latency"] > 0
 
 
 def test_bad_arguments_are_one_line(tmp_path, capsys):
