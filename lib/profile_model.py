@@ -96,6 +96,8 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
     grad_mode: the backward as the dataset's labels ran it (time_passes), under <software>-grad-mode."""
     cfg = load_config(config_path)
     check_args(cfg, batch, seq, mode)
+    if grad_mode and mode != "training":
+        raise ProfileError(f"--grad-mode changes the backward, which only a training pass runs (got mode {mode!r})")
     import torch
 
     from .graph_capture import as_measured, build_model
@@ -125,9 +127,10 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
             torch.cuda.empty_cache()
     from importlib.metadata import version
     label = {"num_layer": int(sum(cfg.num_layers)), "e2e_latency": fw_ms + bw_ms, "fw_latency": fw_ms,
-             "bwall_latency": bw_ms, "backward": "grad mode" if grad_mode else "plain",
-             "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
+             "bwall_latency": bw_ms, "torch_version": torch.__version__, "cuda_version": torch.version.cuda,
              "transformers_version": version("transformers")}
+    if mode == "training":
+        label["backward"] = "grad mode" if grad_mode else "plain"
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         paths.write_atomic(path, lambda tmp: tmp.write_text(json.dumps(label, indent=4) + "\n"))

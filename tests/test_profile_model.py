@@ -56,6 +56,9 @@ def test_grad_mode_backward_writes_its_own_software_folder(tmp_path):
     software = f"torch{torch.__version__.split('+')[0]}_cuda{torch.version.cuda}"
     assert grad["path"] == str(tmp_path / "labels" / (software + PM.GRAD_MODE_SUFFIX) / "cpu" / "tiny_gpt2-train-8-2.json")
     assert (plain["backward"], grad["backward"]) == ("plain", "grad mode") and grad["bwall_latency"] > 0
+    with pytest.raises(PM.ProfileError, match="only a training pass runs"):     # inference has no backward
+        PM.measure(cfg, 2, 8, "inference", out_dir=tmp_path / "labels", device="cpu", grad_mode=True)
+    assert "backward" not in PM.measure(cfg, 2, 8, "inference", warmup=0, repeat=1, device="cpu")
 
 
 def test_bad_arguments_are_one_line(tmp_path, capsys):
