@@ -209,8 +209,7 @@ def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
         w = np.where(n["part"] == "layer", max(int(r.num_layer), 1), 1)
         fw = float((n["fw_latency_ms"].fillna(0.0) * w).sum())
         bw = float((n["bw_latency_ms"].fillna(0.0) * w).sum()) if "bw_latency_ms" in n else 0.0
-        raw = pd.read_csv(r.csv)   # label_nodes keeps the CSV's rows in order, so its index is the CSV's
-        acc = float((raw["acc_latency"].fillna(0.0).to_numpy() * w).sum()) if "acc_latency" in raw else 0.0
+        acc = float((n["acc_latency_ms"].fillna(0.0) * w).sum()) if "acc_latency_ms" in n else 0.0
         rows.append((r.device, r.gpu, r.model, r.mode, int(r.batch), int(r.seq), float(r.e2e_ms), float(r.fw_ms),
                      float(r.bw_ms), fw, bw, acc))
     out = pd.DataFrame(rows, columns=cols[:12])

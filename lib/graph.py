@@ -163,7 +163,9 @@ def label_layer_nodes(label_csv) -> pd.DataFrame:
     missing = [c for c in need if c not in raw.columns]
     if missing:
         raise GraphError(f"{path}: missing columns {missing}")
-    df = raw[need].rename(columns={"fw_latency": "fw_latency_ms", "bw_latency": "bw_latency_ms"})
+    # acc_latency, where a CSV has it: the parameters' gradient accumulation, timed apart from the backward
+    df = raw[need + [c for c in ("acc_latency",) if c in raw.columns]].rename(
+        columns={"fw_latency": "fw_latency_ms", "bw_latency": "bw_latency_ms", "acc_latency": "acc_latency_ms"})
     return df.reset_index(drop=True)
 
 

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .graph_ops import COLUMN_SUMS, DROPOUT_BACKWARD, MASK_TO_FLOAT
+from .graph_ops import COLUMN_SUMS, GRAD_TIMES_MASK, MASK_TIMES_SCALE, MASK_TO_FLOAT
 from .ops import FP32_BYTES
 from .roofline import flops_and_bytes
 
@@ -67,18 +67,19 @@ def second_kernel_ms(table: pd.DataFrame, suffix: str = COLUMN_SUMS) -> float:
     return float(table["total_ms"].to_numpy(float)[rows].sum())
 
 
-def plain_dropout_backward_ms(table: pd.DataFrame) -> float:
-    """A predicted kernel table's total ms had every dropout backward been the one kernel of a plain backward
-    (masked_scale), not the three of the labels' grad mode (lib.graph_ops.kernel_rows): the forecast before them
+def grad_mode_dropout_ms(table: pd.DataFrame) -> float:
+    """A predicted kernel table's ms that pricing each dropout backward as the three kernels of the labels' grad mode
+    (lib.graph_ops.kernel_rows) adds over the one kernel of a plain backward (masked_scale); 0.0 without any
     (notebook 05)."""
     # masked_scale reads grad and the mask and writes dx; the three kernels' first, the mask's cast, reads the mask and
     # writes grad's bytes. Both are 'mem' rows, priced by bytes / bandwidth (lib.kernels), so
     #     plain_ms = cast_ms * (cast bytes + dx bytes) / cast bytes,   dx bytes = fp32 bytes of grad's shape
+    #     added = sum of the three kernels' ms - sum of plain_ms
     aten = table["aten"].astype(str)
     cast = table[aten.str.endswith(MASK_TO_FLOAT)]
     grad_shapes = [ast.literal_eval(s.split("->")[0])[0] for s in cast["shapes"]]
     dx_bytes = np.array([FP32_BYTES * math.prod(s) for s in grad_shapes], dtype=float)
     cast_bytes = cast["bytes"].to_numpy(float)
     plain_ms = cast["total_ms"].to_numpy(float) * (cast_bytes + dx_bytes) / cast_bytes
-    three = aten.str.startswith(f"aten.{DROPOUT_BACKWARD}.").to_numpy()
-    return float(table["total_ms"].to_numpy(float)[~three].sum() + plain_ms.sum())
+    three = aten.str.endswith((MASK_TO_FLOAT, MASK_TIMES_SCALE, GRAD_TIMES_MASK)).to_numpy()
+    return float(table["total_ms"].to_numpy(float)[three].sum() - plain_ms.sum())
