@@ -19,9 +19,13 @@ import numpy as np
 import pandas as pd
 
 from .data import OP_CLASS
-from .graph_ops import DROPOUT_BACKWARD, LAYERNORM_BACKWARD, SOFTMAX_BACKWARD
+from .graph_ops import DROPOUT_BACKWARD, GRAD_SUM, LAYERNORM_BACKWARD, SOFTMAX_BACKWARD
 
 CLASSES = ("FC", "BMM", "EW", "SOFTMAX", "LN", "MEM")
+# kernel_node_class of autograd's gradient sums (lib.graph_ops.GRAD_SUM): they run in no op's backward, and the labels'
+# add nodes do not time them (notebook 05), so the one-layer comparison (predicted_layer, which keeps CLASSES) leaves
+# them out
+UNTIMED = "GRAD_SUM"
 _FC_MODULES = re.compile(r"^(dense|classifier|decoder|fc\d+|[qkv]_proj|query|key|value|out_proj|"
                          r"lm_head|seq_relationship|c_attn|c_proj|c_fc|w[io]|[qkvo])$")
 _LN_MODULES = re.compile(r"(LayerNorm|layer_norm|^ln_\w+|^ln\d*$)")
@@ -117,13 +121,22 @@ def kernel_node_class(table: pd.DataFrame) -> np.ndarray:
     """Op class of the label node each kernel row belongs to: kernel_class, except that a layernorm backward's
     column-sum kernel (priced as 'mem', lib.graph_ops.kernel_rows) belongs to its layernorm node, LN, a softmax
     backward's element-wise kernel (priced as 'mul') to its softmax node, SOFTMAX, and a dropout backward's
-    element-wise kernels to its dropout node, MEM."""
+    element-wise kernels to its dropout node, MEM; autograd's gradient sums, which run in no op's backward, to UNTIMED."""
     cls = kernel_class(table["op"])
-    base = table["aten"].astype(str).str.split(".").str[1]
+    aten = table["aten"].astype(str)
+    base = aten.str.split(".").str[1]
     cls[(base == LAYERNORM_BACKWARD).to_numpy()] = "LN"
     cls[(base == SOFTMAX_BACKWARD).to_numpy()] = "SOFTMAX"
     cls[(base == DROPOUT_BACKWARD).to_numpy()] = "MEM"
+    cls[aten.str.endswith(GRAD_SUM).to_numpy()] = UNTIMED
     return cls
+
+
+def untimed_layer_ms(table: pd.DataFrame, num_layer: int) -> float:
+    """Predicted ms of ONE layer's UNTIMED kernels (autograd's gradient sums), which predicted_layer leaves out
+    (notebook 05)."""
+    t = table[table["layer"] == "layer"]
+    return float(t["total_ms"].to_numpy(float)[kernel_node_class(t) == UNTIMED].sum() / max(num_layer, 1))
 
 
 def class_shares(table: pd.DataFrame) -> pd.Series:
@@ -133,7 +146,8 @@ def class_shares(table: pd.DataFrame) -> pd.Series:
 
 
 def predicted_layer(table: pd.DataFrame, num_layer: int) -> pd.DataFrame:
-    """Predicted ms of ONE layer per (phase, cls) from a predicted kernel table (lib.forecast.predict_table)."""
+    """Predicted ms of ONE layer per (phase, cls) from a predicted kernel table (lib.forecast.predict_table): the
+    kernels of the label nodes' classes (CLASSES), so not the UNTIMED ones."""
     t = table[table["layer"] == "layer"]
     t = t.assign(cls=kernel_node_class(t), ms=t["total_ms"] / max(num_layer, 1))
     out = t.groupby(["cls", "phase"])["ms"].sum().rename("pred_ms")

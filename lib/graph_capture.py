@@ -4,6 +4,8 @@ A TorchDispatchMode sees every aten op below autograd, forward and backward, wit
 shapes. Forward pre/post hooks on each block, and tensor hooks on block outputs for the backward
 (autograd runs a block's backward after the gradient of its output is complete), say which block
 (or prologue/epilogue) an op belongs to. View-like ops are recorded too; lib.graph_ops drops them.
+Post hooks on every backward node mark the gradient sums: where a tensor feeds several ops, the autograd
+engine adds the gradients that come back from each, after the node that returns the second one has finished.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class Recorder(TorchDispatchMode):
         self.where = None          # (stack, block) while inside a block, else None
         self.seen_block = False    # a block has run in this phase (outside ops: prologue -> epilogue)
         self.on = True
+        self.finished = None       # the backward node whose function has returned (its post hook ran)
 
     def enter(self, where):
         self.where = where
@@ -60,9 +63,12 @@ class Recorder(TorchDispatchMode):
             else:
                 first, later = ("prologue", "epilogue") if self.phase == "fw" else ("epilogue", "prologue")
                 region, stack, block = (later if self.seen_block else first), -1, -1
+            # an op that the engine runs while the node that has returned is still the current one: a gradient sum
+            node = torch._C._current_autograd_node()
             self.records.append({"aten": str(func), "is_view": bool(func.is_view), "phase": self.phase,
                                  "layer": region, "stack": stack, "block": block,
-                                 "ins": ins, "outs": outs})
+                                 "ins": ins, "outs": outs,
+                                 "grad_sum": node is not None and node is self.finished})
         return out
 
 
@@ -281,6 +287,25 @@ def logits_and_seeds(out) -> tuple[list, list]:
     return logits, [torch.ones_like(t) for t in logits]
 
 
+def backward_nodes(tensors) -> list:
+    """Every autograd node the backward of `tensors` runs (their grad_fns and all nodes they reach)."""
+    seen, todo = set(), [t.grad_fn for t in tensors]
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo.extend(nxt for nxt, _ in node.next_functions)
+    return list(seen)
+
+
+def _mark_gradient_sums(tensors, rec: Recorder) -> None:
+    """A post hook on every backward node records that its function has returned: the engine then adds each
+    gradient it returned to the one already waiting for the same input, if any (a gradient sum), before the next
+    node starts."""
+    for node in backward_nodes(tensors):
+        node.register_hook(lambda grad_inputs, grad_outputs, node=node: setattr(rec, "finished", node))
+
+
 def _run(model, kwargs, mode, rec, grad_ctx) -> list:
     """Forward (and backward) under the recorder."""
     with grad_ctx, rec:
@@ -288,6 +313,7 @@ def _run(model, kwargs, mode, rec, grad_ctx) -> list:
         if mode == "training":
             rec.on = False
             logits, seeds = logits_and_seeds(out)          # not recorded
+            _mark_gradient_sums(logits, rec)
             rec.on, rec.phase, rec.where, rec.seen_block = True, "bw", None, False
             torch.autograd.backward(logits, seeds)
     return rec.records

@@ -54,6 +54,7 @@ LAYERNORM_BACKWARD = "native_layer_norm_backward"
 COLUMN_SUMS = "[dgamma,dbeta]"     # ends the aten name of a layernorm backward's second kernel (kernel_rows)
 SOFTMAX_BACKWARD = "_softmax_backward_data"
 GRAD_TIMES_OUTPUT = "[grad*output]"   # ends the aten name of a softmax backward's element-wise kernel (kernel_rows)
+GRAD_SUM = "[sum of grads]"   # ends the aten name of a kernel with which autograd sums two gradients (kernel_rows)
 DROPOUT_BACKWARD = "native_dropout_backward"
 # end the aten names of the three kernels of a dropout's backward as the labels ran it (kernel_rows)
 MASK_TO_FLOAT, MASK_TIMES_SCALE, GRAD_TIMES_MASK = "[mask->float]", "[mask*scale]", "[grad*mask]"
@@ -152,12 +153,20 @@ def classify(r: dict) -> dict | None:
 # 25 bytes per fp32 element against masked_scale's 9. Every label CSV with both nodes times the backward of the
 # attention probabilities' dropout at 2.8-3.8 times the backward of the division of the scores of the same size (one
 # kernel of 8 bytes per element), as 25 / 8 = 3.1 says and 9 / 8 does not (notebook 05).
+# Where a tensor feeds several ops (a residual stream feeds the next block's layernorm and the residual add, GPT-2's
+# gelu reads its input three times), the autograd engine adds the gradients that come back from each, an element-wise
+# add the capture marks (lib.graph_capture, record field grad_sum). It runs in no op's backward, and the label CSVs'
+# add nodes, whose backward runs no kernel, do not time it (notebook 05): kernel_rows tags its row's aten name with
+# GRAD_SUM, which lib.calibration keeps out of the one-layer comparison with the labels' nodes. A forecast prices it
+# as any add.
 def kernel_rows(r: dict) -> list[dict]:
     """One recorded aten call -> the kernel rows it launches (classify's row, and a layernorm or softmax backward's
-    second; a dropout backward's three)."""
+    second; a dropout backward's three; a gradient sum's row tagged GRAD_SUM)."""
     row = classify(r)
     if row is None:
         return []
+    if r.get("grad_sum"):
+        return [dict(row, aten=r["aten"] + GRAD_SUM)]
     if _base(r["aten"]) == SOFTMAX_BACKWARD:
         return [row, dict(row, op="mul", aten=r["aten"] + GRAD_TIMES_OUTPUT)]
     if _base(r["aten"]) == DROPOUT_BACKWARD:

@@ -150,6 +150,26 @@ def dropout_against_division(labels: pd.DataFrame) -> pd.DataFrame:
                       grad_mode_ratio=GRAD_MODE_DROPOUT_BYTES / DIVISION_BYTES)
 
 
+def add_node_times(labels: pd.DataFrame) -> pd.DataFrame:
+    """Per training label CSV: one layer's add nodes of tensors (Name add or add_N), their elements and their forward and
+    backward ms. An add's backward hands its gradient on to both inputs, without a kernel; where the engine then
+    sums two gradients (lib.graph_ops.GRAD_SUM), a node whose backward holds that kernel would take the time of a
+    forward add of its size (notebook 05)."""
+    from .calibration import _numel, label_nodes
+    train = labels[(labels["mode"] == "training") & (labels["option"] == "") & (labels["csv"] != "")]
+    frames = []
+    for r in train.itertuples():
+        nodes = label_nodes(r.csv)
+        adds = nodes[(nodes["part"] == "layer") & (nodes["cls"] == "EW")   # EW: tensors, not python numbers
+                     & nodes["Name"].astype(str).str.fullmatch(r"add(_\d+)?")]
+        frames.append(pd.DataFrame({"device": r.device, "vendor": r.vendor, "model": r.model, "batch": r.batch,
+                                    "seq": r.seq, "node": adds["Name"].astype(str),
+                                    "elements": adds["output_shape"].map(_numel),
+                                    "fw_ms": adds["fw_latency_ms"], "bw_ms": adds["bw_latency_ms"]}))
+    columns = ["device", "vendor", "model", "batch", "seq", "node", "elements", "fw_ms", "bw_ms"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
 def dropout_shapes(settings: pd.DataFrame) -> pd.DataFrame:
     """The distinct B rows x H (H: the last dim) of every dropout the training settings run, as `op` 'dropout'
     (notebook 05)."""

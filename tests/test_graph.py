@@ -467,3 +467,38 @@ def test_gpt2_attention_runs_the_4x_kernels_between_scores_and_softmax(tmp_path,
     assert fw[start:fw.index("aten._softmax.default") + 1] == [
         "aten.bmm.default", "aten.full.default", "aten.div.Tensor", "aten.full.default", "aten.where.self",
         "aten._softmax.default"]
+
+
+def test_recorder_marks_the_gradient_sums_autograd_runs():
+    # the trusted reference: PyTorch's own autograd. x feeds three ops, so the engine adds up three gradients of x
+    # (two add kernels) after the backward nodes that return the second and third have finished; no op's backward
+    # (mul, tanh_backward, exp's grad * result) is a sum, and the hooks change no gradient
+    import torch
+    from lib.graph_capture import Recorder, _mark_gradient_sums
+    x = torch.randn(4, 8, requires_grad=True)
+    with Recorder() as rec:
+        y = x * 2 + torch.tanh(x) + x.exp()
+        seed = torch.ones_like(y)
+        _mark_gradient_sums([y], rec)
+        rec.phase = "bw"
+        y.backward(seed)
+    sums = [r["aten"] for r in rec.records if r["grad_sum"]]
+    assert sums == ["aten.add.Tensor"] * 2
+    assert all(r["phase"] == "bw" for r in rec.records if r["grad_sum"])
+    assert not any(r["aten"] == "aten.add.Tensor" and not r["grad_sum"] for r in rec.records if r["phase"] == "bw")
+    assert torch.allclose(x.grad, 2 + (1 - torch.tanh(x) ** 2) + x.exp())
+
+
+def test_gpt2_block_backward_sums_four_gradients(tmp_path):
+    # per GPT-2 block: the residual stream feeds ln_1 and the attention's residual add, and again ln_2 and the MLP's
+    # (one sum each), and gelu_new's 0.5 * x * (1 + tanh(c * (x + 0.044715 * x ** 3))) reads x three times (two
+    # sums): 4 per block, 8 in a 2-block model; each an 'add' of the residual width, none in inference
+    from lib.graph_ops import GRAD_SUM
+    path = _write(tmp_path, TINY_GPT2)
+    df = graph.capture(path, 2, 8, "training", use_cache=False)
+    sums = df[df.aten.str.endswith(GRAD_SUM)]
+    layer = sums[sums.layer == "layer"]
+    assert (sums.phase == "bw").all() and (sums.aten == "aten.add.Tensor" + GRAD_SUM).all()
+    assert layer["count"].sum() == 8 and (layer.op == "add").all()
+    assert sorted(layer.H.unique()) == [64, 256]     # n_embd, and gelu's input: the MLP's 4 x n_embd
+    assert not graph.capture(path, 2, 8, "inference", use_cache=False).aten.str.endswith(GRAD_SUM).any()

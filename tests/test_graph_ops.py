@@ -180,3 +180,22 @@ def test_layernorm_column_sums_belong_to_the_layernorm_node():
     assert list(kernel_class(table["op"])) == ["LN", "MEM", "MEM"]
     layer = predicted_layer(table, num_layer=1).set_index(["cls", "phase"])["pred_ms"]
     assert layer[("LN", "bw")] == 3.0 and layer[("MEM", "bw")] == 0.5
+
+
+def test_gradient_sum_is_an_add_priced_as_any_and_no_label_nodes():
+    # autograd summing two gradients of [4, 8]: classify's 'add' row, its aten name tagged; in the one-layer
+    # comparison it belongs to no label node (UNTIMED), so predicted_layer leaves it out and untimed_layer_ms has it
+    import pandas as pd
+
+    from lib.calibration import UNTIMED, kernel_node_class, predicted_layer, untimed_layer_ms
+    from lib.graph_ops import GRAD_SUM
+    rec = dict(_rec("aten.add.Tensor", [(4, 8), (4, 8)], [(4, 8)], phase="bw"), grad_sum=True)
+    (row,) = kernel_rows(rec)
+    assert row == dict(classify(rec), aten="aten.add.Tensor" + GRAD_SUM) and _dims(row) == {"op": "add", "B": 4, "H": 8}
+    plain = kernel_rows(dict(rec, grad_sum=False))
+    assert plain == kernel_rows({k: v for k, v in rec.items() if k != "grad_sum"}) == [classify(rec)]
+    table = pd.DataFrame([row, *plain]).assign(total_ms=[3.0, 1.0])
+    assert list(kernel_node_class(table)) == [UNTIMED, "EW"]
+    layer = predicted_layer(table, num_layer=2).set_index(["cls", "phase"])["pred_ms"]
+    assert layer[("EW", "bw")] == 0.5 and layer.sum() == 0.5
+    assert untimed_layer_ms(table, num_layer=2) == 1.5

@@ -91,3 +91,22 @@ def test_dropout_against_division_pairs_nodes_of_one_size(tmp_path):
     assert len(out) == 1 and out["elements"].iloc[0] == 32
     assert out["bw_ratio"].iloc[0] == pytest.approx(3.3)
     assert out["plain_ratio"].iloc[0] == 9 / 8 and out["grad_mode_ratio"].iloc[0] == 25 / 8
+
+
+def test_add_node_times_reads_a_layers_adds_of_tensors(tmp_path):
+    # a layer's residual add (1 x 4 x 8 = 32 elements) and an add of two python numbers (no tensor: not EW), and
+    # a prologue add outside the layer
+    nodes = [("add", "call_function", "<built-in function add>", "(1, 4, 8)", 0.03, 0.01),
+             ("transformer_h_0_ln_1", "call_module", "transformer.h.0.ln_1", "(1, 4, 8)", 0.02, 0.02),
+             ("add_1", "call_function", "<built-in function add>", "()", 0.0, 0.0),
+             ("add_2", "call_function", "<built-in function add>", "(1, 4, 8)", 0.04, 0.007),
+             ("transformer_h_0_mlp_c_fc", "call_module", "transformer.h.0.mlp.c_fc", "(1, 4, 32)", 0.05, 0.1)]
+    csv = tmp_path / "label.csv"
+    pd.DataFrame([{"Name": n, "op": o, "target": t, "input_shapes": "[]", "output_shape": s, "fw_latency": f,
+                   "bw_latency": b} for n, o, t, s, f, b in nodes]).to_csv(csv, index=False)
+    labels = pd.DataFrame([{"device": "GPU", "vendor": "nvidia", "model": "m", "batch": 1, "seq": 4, "mode": "training",
+                            "option": "", "csv": str(csv)}])
+    out = R.add_node_times(labels)
+    assert list(out["node"]) == ["add_2"] and out["elements"].iloc[0] == 32
+    assert out[["fw_ms", "bw_ms"]].iloc[0].tolist() == pytest.approx([0.04, 0.007])
+    assert R.add_node_times(labels.assign(mode="inference")).empty

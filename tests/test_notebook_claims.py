@@ -1842,3 +1842,37 @@ def test_05_gradient_accumulation():
     says(NB05, f"over the {len(t)} training labels the backward node sum comes to a median {t.bw_ratio.median():.2f} of "
                f"the measured backward without\nit and {t.bw_acc_ratio.median():.2f} with it")
     assert (t.bw_acc_ratio > t.bw_ratio).all()
+
+
+def test_05_gradient_sums():
+    """05 cells gradient-sums and its reading: the labels' add nodes, one layer's EW backward without autograd's
+    gradient sums and with them counted as EW, and what the sums weigh in the training forecasts (05-add-nodes,
+    e2e_layer_by_class, 05-gradient-sums)."""
+    adds = table("05-add-nodes")
+    says(NB05, f"An add node's backward takes {1000 * adds.bw_ms.min():.1f}-{1000 * adds.bw_ms.max():.1f} µs in every "
+               f"training label on all {WORDS[adds.device.nunique()]}\n  GPUs, whatever its size "
+               f"({adds.elements.min() / 1e6:.1f} to {adds.elements.max() / 1e6:.0f} million elements). Its forward takes "
+               f"{adds.fw_ms.min():.3f}-{adds.fw_ms.max():.1f} ms")
+    # a forward add of the largest size takes far longer than any add node's backward: the backward runs no kernel
+    assert adds.loc[adds.elements.idxmax(), "fw_ms"] > 50 * adds.bw_ms.max()
+    sums = table("05-gradient-sums")
+    layer = table("e2e_layer_by_class")
+    train = layer[(layer["mode"] == "training") & (layer.cls == "EW")]
+    keys = ["device", "model", "batch", "seq"]
+    bw = train[train.phase == "bw"].merge(sums[keys + ["layer_sums_ms"]], on=keys, validate="1:1")
+    ms = bw.groupby("device")[["meas_ms", "pred_ms", "layer_sums_ms"]].sum()
+    without, as_ew = ms.meas_ms / ms.pred_ms, ms.meas_ms / (ms.pred_ms + ms.layer_sums_ms)
+    fw = train[train.phase == "fw"].groupby("device")[["meas_ms", "pred_ms"]].sum()
+    fw = fw.meas_ms / fw.pred_ms
+    says(NB05, f"Measured / predicted is {without.min():.2f}-{without.max():.2f} on the three NVIDIA GPUs with training "
+               f"labels (the forward in the same labels: {fw.min():.2f}-{fw.max():.2f}). Counted as EW, as before this section, it was "
+               f"{as_ew.min():.2f}-{as_ew.max():.2f}, with\n  V100's {as_ew['Tesla V100-PCIE-32GB']:.2f} the lowest")
+    assert len(ms) == 3 and as_ew.idxmin() == "Tesla V100-PCIE-32GB" and (as_ew < without).all()
+    amd = table("06-amd-layer-by-class")
+    amd = amd[(amd.models == "A1 + A2 + A3 + A4") & (amd["mode"] == "training") & (amd.phase == "bw") & (amd.cls == "EW")]
+    says(NB05, f"On the AMD GPUs (notebook 06), with the sums left out the same way, it is "
+               f"{amd.measured_over_forecast.iloc[0]:.2f}")
+    top = sums.loc[sums.bw_pct.idxmax()]
+    says(NB05, f"The sums are {sums.bw_pct.min():.2f}-{sums.bw_pct.max():.2f}% of the {len(sums)} training forecasts' "
+               "backward, the most\n  in SwitchTransformer's at batch 1 on the H100")
+    assert (top.model, top.batch, top.device) == ("switchxl4", 1, H100)

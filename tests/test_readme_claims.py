@@ -702,6 +702,22 @@ def test_softmax_product_and_dropout_kernels():
     say(f"forecast is up to those {t.dropout_pct.max():.2f}% too slow")
 
 
+def test_gradient_sums():
+    """The labels' add nodes, one layer's EW backward without and with autograd's gradient sums, and their weight in
+    the training forecasts: 05-add-nodes, e2e_layer_by_class, 05-gradient-sums."""
+    adds = table("05-add-nodes")
+    say(f"their backward takes {1000 * adds.bw_ms.min():.1f}-{1000 * adds.bw_ms.max():.1f} µs at any size")
+    sums, layer = table("05-gradient-sums"), table("e2e_layer_by_class")
+    keys = ["device", "model", "batch", "seq"]
+    ew = layer[(layer["mode"] == "training") & (layer.cls == "EW") & (layer.phase == "bw")]
+    ms = ew.merge(sums[keys + ["layer_sums_ms"]], on=keys, validate="1:1").groupby("device")[
+        ["meas_ms", "pred_ms", "layer_sums_ms"]].sum()
+    without, as_ew = ms.meas_ms / ms.pred_ms, ms.meas_ms / (ms.pred_ms + ms.layer_sums_ms)
+    say(f"comes to {span(without.min(), without.max(), '.2f')} of its forecast on the NVIDIA GPUs with training labels "
+        f"({span(as_ew.min(), as_ew.max(), '.2f')} with the sums counted as EW)")
+    say(f"{span(sums.bw_pct.min(), sums.bw_pct.max(), '.2f')}% of a training forecast's backward")
+
+
 def test_layernorm_column_sums():
     """Training labels with and without the layernorm backward's column-sum kernel: e2e_backward_traffic."""
     t = table("e2e_backward_traffic")
