@@ -81,6 +81,19 @@ def node_class(op: str, target: str, output_shape) -> str:
     return "NONE"
 
 
+# NONE nodes that make or convert a tensor (a fill, an arange, a cast, a comparison, a reshape that copies), and so
+# may launch a kernel; every other NONE node (size, getattr, getitem, view, permute, python arithmetic ...) runs python
+# only, which a label CSV times all the same (a few microseconds each)
+TENSOR_MAKERS = frozenset({"full", "tensor", "ones", "zeros", "arange", "lt", "bool", "long", "reshape", "to", "type",
+                           "type_as"})
+
+
+def python_only(nodes: pd.DataFrame) -> np.ndarray:
+    """True for the nodes of a label CSV (label_nodes) that launch no kernel: NONE nodes but TENSOR_MAKERS (notebook 05)."""
+    function = nodes["target"].astype(str).map(lambda t: fx_function(t).split(".")[-1])
+    return ((nodes["cls"] == "NONE") & ~function.isin(TENSOR_MAKERS)).to_numpy()
+
+
 def label_nodes(csv_path) -> pd.DataFrame:
     """Nodes of a label CSV with `cls` (op class) and `part` (prologue | layer | epilogue)."""
     from .graph import label_layer_nodes

@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .calibration import _numel, fx_function, label_nodes
+from .calibration import _numel, fx_function, label_nodes, python_only
 
 # Op class -> op name of the kernel dataset.
 DATASET_OP = {"FC": "linear", "BMM": "bmm"}
@@ -190,7 +190,8 @@ def split_throughput(kernels: pd.DataFrame, min_gflop: float = 100.0) -> pd.Data
 
 
 def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per label with a node CSV: its end-to-end time beside the sum of its own nodes' times (notebook 05)."""
+    """Per label with a node CSV: its end-to-end time beside the sum of its own nodes' times, and of those that can
+    launch a kernel (notebook 05)."""
     # A label JSON's fw_ms / bw_ms time the whole pass; its CSV times every fx node of the prologue,
     # ONE layer and the epilogue. Summing the CSV over the model (layer nodes x num_layer):
     #   node_fw_ms = sum_i w_i fw_latency_ms_i,  node_bw_ms = sum_i w_i bw_latency_ms_i
@@ -199,24 +200,32 @@ def node_sum_table(labels: pd.DataFrame | None = None) -> pd.DataFrame:
     # (summing kernels is how NeuSight forecasts a model): the part of the error no kernel predictor can remove.
     # A CSV times its parameters' gradient accumulation apart from the backward (column acc_latency):
     #   node_acc_ms = sum_i w_i acc_latency_ms_i,  bw_acc_ratio = (node_bw_ms + node_acc_ms) / bw_ms
+    # A CSV also times the nodes that run python only (lib.calibration.python_only: size, getattr, view ...), which no
+    # sum of kernels has; over the others, the nodes that can launch a kernel:
+    #   node_python_ms = sum_{i python only} w_i (fw_latency_ms_i + bw_latency_ms_i)
+    #   kernel_node_sum_ape_pct = |node_fw_ms + node_bw_ms - node_python_ms - e2e_ms| / e2e_ms * 100
     cols = ["device", "gpu", "model", "mode", "batch", "seq", "e2e_ms", "fw_ms", "bw_ms", "node_fw_ms",
-            "node_bw_ms", "node_acc_ms", "fw_ratio", "bw_ratio", "bw_acc_ratio", "node_sum_ape_pct"]
+            "node_bw_ms", "node_acc_ms", "node_python_ms", "fw_ratio", "bw_ratio", "bw_acc_ratio", "node_sum_ape_pct",
+            "kernel_node_sum_ape_pct"]
     if labels is None:
         labels = _default_labels()
     rows = []
     for r in labels[labels["csv"] != ""].itertuples():
         n = label_nodes(r.csv)
         w = np.where(n["part"] == "layer", max(int(r.num_layer), 1), 1)
-        fw = float((n["fw_latency_ms"].fillna(0.0) * w).sum())
-        bw = float((n["bw_latency_ms"].fillna(0.0) * w).sum()) if "bw_latency_ms" in n else 0.0
+        fw_ms = n["fw_latency_ms"].fillna(0.0).to_numpy() * w
+        bw_ms = n["bw_latency_ms"].fillna(0.0).to_numpy() * w if "bw_latency_ms" in n else np.zeros(len(n))
         acc = float((n["acc_latency_ms"].fillna(0.0) * w).sum()) if "acc_latency_ms" in n else 0.0
+        python = float((fw_ms + bw_ms)[python_only(n)].sum())
         rows.append((r.device, r.gpu, r.model, r.mode, int(r.batch), int(r.seq), float(r.e2e_ms), float(r.fw_ms),
-                     float(r.bw_ms), fw, bw, acc))
-    out = pd.DataFrame(rows, columns=cols[:12])
+                     float(r.bw_ms), float(fw_ms.sum()), float(bw_ms.sum()), acc, python))
+    out = pd.DataFrame(rows, columns=cols[:13])
     out["fw_ratio"] = out["node_fw_ms"] / out["fw_ms"]
     out["bw_ratio"] = (out["node_bw_ms"] / out["bw_ms"]).where(out["bw_ms"] > 0)
     out["bw_acc_ratio"] = ((out["node_bw_ms"] + out["node_acc_ms"]) / out["bw_ms"]).where(out["bw_ms"] > 0)
-    out["node_sum_ape_pct"] = np.abs(out["node_fw_ms"] + out["node_bw_ms"] - out["e2e_ms"]) / out["e2e_ms"] * 100
+    node_ms = out["node_fw_ms"] + out["node_bw_ms"]
+    out["node_sum_ape_pct"] = np.abs(node_ms - out["e2e_ms"]) / out["e2e_ms"] * 100
+    out["kernel_node_sum_ape_pct"] = np.abs(node_ms - out["node_python_ms"] - out["e2e_ms"]) / out["e2e_ms"] * 100
     return out[cols].reset_index(drop=True)
 
 

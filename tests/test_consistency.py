@@ -262,3 +262,24 @@ def test_per_sample_ratio_by_hand():
     fused = pd.DataFrame({"device": "G", "model": "m", "mode": "inference", "option": "fusion", "seq": 512, "batch": [1],
                           "e2e_ms": [3.0]}, index=[14])
     assert per_sample_ratio(pd.concat([labels, fused])).tolist() == pytest.approx([1.2, 1.0, 0.8, 1.0, 1.0])
+
+
+def test_node_sum_table_sets_python_only_nodes_apart(tmp_path):
+    # one layer (x 24): a query linear (0.3 ms), a size and a view (python only: 0.01 ms each), a full (makes a tensor,
+    # a fill kernel: 0.02 ms); node sum 24 * 0.34 = 8.16 ms, of which python only 24 * 0.02 = 0.48 ms
+    from lib.calibration import label_nodes, python_only
+    nodes = [("placeholder", "input_ids", "[]", "(2, 8)", 0.0, "input_ids"),
+             ("call_module", "bert.encoder.layer.0.attention.self.query", "[[2, 8, 16]]", "(2, 8, 32)", 0.3,
+              "bert_encoder_layer_0_attention_self_query"),
+             ("call_method", "size", "[[2, 8, 32]]", "(1,)", 0.01, "size"),
+             ("call_method", "view", "[[2, 8, 32]]", "(2, 8, 4, 8)", 0.01, "view"),
+             ("call_function", "<built-in method full of type object at 0x7f00>", "[]", "(2, 8)", 0.02, "full"),
+             ("call_module", "bert.encoder.layer.0.attention.self.key", "[[2, 8, 16]]", "(2, 8, 32)", 0.0,
+              "bert_encoder_layer_0_attention_self_key")]
+    csv = tmp_path / "bert_large-inf-8-2.csv"
+    pd.DataFrame(nodes, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"]).assign(
+        bw_latency=0.0, dtype="torch.float32").to_csv(csv, index=False)
+    assert list(python_only(label_nodes(csv))) == [True, False, True, True, False, False]
+    t = node_sum_table(_labels(str(csv)).assign(e2e_ms=8.0, fw_ms=8.0, bw_ms=0.0)).iloc[0]
+    assert t.node_fw_ms == pytest.approx(8.16) and t.node_python_ms == pytest.approx(0.48)
+    assert t.node_sum_ape_pct == pytest.approx(2.0) and t.kernel_node_sum_ape_pct == pytest.approx(4.0)

@@ -1876,3 +1876,20 @@ def test_05_gradient_sums():
     says(NB05, f"The sums are {sums.bw_pct.min():.2f}-{sums.bw_pct.max():.2f}% of the {len(sums)} training forecasts' "
                "backward, the most\n  in SwitchTransformer's at batch 1 on the H100")
     assert (top.model, top.batch, top.device) == ("switchxl4", 1, H100)
+
+
+def test_05_python_only_nodes():
+    """05 cell nodesum-read: node sums over every node and over the nodes that can launch a kernel, and the H100's
+    beside our forecast on the same labels (e2e_label_nodesum)."""
+    t = table("e2e_label_nodesum")
+    python_pct = 100 * t.node_python_ms / (t.node_fw_ms + t.node_bw_ms)
+    every, kernel = t.groupby("mode").node_sum_ape_pct.mean(), t.groupby("mode").kernel_node_sum_ape_pct.mean()
+    says(NB05, f"The python-only nodes are {python_pct.min():.1f}-{python_pct.max():.1f}% of a label's node sum")
+    says(NB05, f"exact node sums would be {kernel['inference']:.1f}% (inference) and {kernel['training']:.1f}% (training) "
+               f"off on average, against {every['inference']:.1f}% and {every['training']:.1f}% over every node")
+    assert (kernel > 5).all() and (kernel < every).all()
+    h100 = t[t.device == H100].groupby("mode")[["kernel_node_sum_ape_pct", "neusight_ape"]].mean()
+    says(NB05, f"On the H100, in contrast, such sums would be {h100.loc['inference', 'kernel_node_sum_ape_pct']:.1f}% "
+               f"(inference) and {h100.loc['training', 'kernel_node_sum_ape_pct']:.1f}% (training) off, where our forecast "
+               f"is {h100.loc['inference', 'neusight_ape']:.1f}% and {h100.loc['training', 'neusight_ape']:.1f}% off")
+    assert (h100.kernel_node_sum_ape_pct < h100.neusight_ape).all()

@@ -566,6 +566,12 @@ def test_e2e_labels_and_their_consistency():
         f"slower at the median node")
     nodesum = table("e2e_label_nodesum").groupby("mode")["node_sum_ape_pct"].mean()
     say(f"would still be {nodesum['inference']:.1f}% (inference) and {nodesum['training']:.1f}% (training) off on average")
+    t = table("e2e_label_nodesum")
+    python_pct = 100 * t.node_python_ms / (t.node_fw_ms + t.node_bw_ms)
+    kernel = t.groupby("mode")["kernel_node_sum_ape_pct"].mean()
+    say(f"python-only node (size, getattr, view; {python_pct.min():.1f}-{python_pct.max():.1f}% of a label's node sum), "
+        f"{kernel['inference']:.1f}% and {kernel['training']:.1f}%")
+    assert (kernel > 5).all()
     from lib.report import E2E_TARGET_PCT
     nodes = table("e2e_label_consistency").query("model == 'ALL'")["nodes"].sum()
     m = table("e2e_matched_forecast").set_index(["device", "mode"])
