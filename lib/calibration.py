@@ -89,7 +89,8 @@ TENSOR_MAKERS = frozenset({"full", "tensor", "ones", "zeros", "arange", "lt", "b
 
 
 def python_only(nodes: pd.DataFrame) -> np.ndarray:
-    """True for the nodes of a label CSV (label_nodes) that launch no kernel: NONE nodes but TENSOR_MAKERS (notebook 05)."""
+    """True for the nodes of a label CSV (label_nodes) that launch no kernel: NONE nodes, TENSOR_MAKERS excepted
+    (notebook 05)."""
     function = nodes["target"].astype(str).map(lambda t: fx_function(t).split(".")[-1])
     return ((nodes["cls"] == "NONE") & ~function.isin(TENSOR_MAKERS)).to_numpy()
 
@@ -134,7 +135,8 @@ def kernel_node_class(table: pd.DataFrame) -> np.ndarray:
     """Op class of the label node each kernel row belongs to: kernel_class, except that a layernorm backward's
     column-sum kernel (priced as 'mem', lib.graph_ops.kernel_rows) belongs to its layernorm node, LN, a softmax
     backward's element-wise kernel (priced as 'mul') to its softmax node, SOFTMAX, and a dropout backward's
-    element-wise kernels to its dropout node, MEM; autograd's gradient sums, which run in no op's backward, to UNTIMED."""
+    element-wise kernels to its dropout node, MEM; autograd's gradient sums, which run in no op's backward, are
+    UNTIMED."""
     cls = kernel_class(table["op"])
     aten = table["aten"].astype(str)
     base = aten.str.split(".").str[1]

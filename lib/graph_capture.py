@@ -64,6 +64,7 @@ class Recorder(TorchDispatchMode):
                 first, later = ("prologue", "epilogue") if self.phase == "fw" else ("epilogue", "prologue")
                 region, stack, block = (later if self.seen_block else first), -1, -1
             # an op that the engine runs while the node that has returned is still the current one: a gradient sum
+            # (torch._C._current_autograd_node: the backward node being run, None outside a backward; torch 2.x)
             node = torch._C._current_autograd_node()
             self.records.append({"aten": str(func), "is_view": bool(func.is_view), "phase": self.phase,
                                  "layer": region, "stack": stack, "block": block,

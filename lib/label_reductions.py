@@ -1,5 +1,6 @@
 """The softmax and layernorm kernels of the label settings, forward and backward, at the shapes the models run, and
-their dropouts; and the labels' own backward dropout set beside a backward division of its size (notebook 05).
+their dropouts; and the labels' own backward dropout set beside a backward division of its size, and their add
+nodes' backward (notebook 05).
 
 The kernel dataset timed forward softmax and layernorm kernels of up to about 16,400 rows; a label's attention
 softmax runs 16,384 to 524,288 rows, and training runs their backward kernels, which no dataset row times, nor any
@@ -151,8 +152,8 @@ def dropout_against_division(labels: pd.DataFrame) -> pd.DataFrame:
 
 
 def add_node_times(labels: pd.DataFrame) -> pd.DataFrame:
-    """Per training label CSV: one layer's add nodes of tensors (Name add or add_N), their elements and their forward and
-    backward ms. An add's backward hands its gradient on to both inputs, without a kernel; where the engine then
+    """Per training label CSV: one layer's add nodes of tensors (Name add or add_N), their elements and their
+    forward and backward ms. An add's backward hands its gradient on to both inputs, without a kernel; where the engine then
     sums two gradients (lib.graph_ops.GRAD_SUM), a node whose backward holds that kernel would take the time of a
     forward add of its size (notebook 05)."""
     from .calibration import _numel, label_nodes

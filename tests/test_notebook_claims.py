@@ -1864,9 +1864,10 @@ def test_05_gradient_sums():
     without, as_ew = ms.meas_ms / ms.pred_ms, ms.meas_ms / (ms.pred_ms + ms.layer_sums_ms)
     fw = train[train.phase == "fw"].groupby("device")[["meas_ms", "pred_ms"]].sum()
     fw = fw.meas_ms / fw.pred_ms
-    says(NB05, f"Measured / predicted is {without.min():.2f}-{without.max():.2f} on the three NVIDIA GPUs with training "
-               f"labels (the forward in the same labels: {fw.min():.2f}-{fw.max():.2f}). Counted as EW, as before this section, it was "
-               f"{as_ew.min():.2f}-{as_ew.max():.2f}, with\n  V100's {as_ew['Tesla V100-PCIE-32GB']:.2f} the lowest")
+    says(NB05, f"Measured / predicted is {without.min():.2f}-{without.max():.2f} on the three NVIDIA GPUs with "
+               f"training labels (the forward in the same labels: {fw.min():.2f}-{fw.max():.2f}). Counted as EW, as "
+               f"before this section, it was {as_ew.min():.2f}-{as_ew.max():.2f}, with V100's "
+               f"{as_ew['Tesla V100-PCIE-32GB']:.2f} the lowest")
     assert len(ms) == 3 and as_ew.idxmin() == "Tesla V100-PCIE-32GB" and (as_ew < without).all()
     amd = table("06-amd-layer-by-class")
     amd = amd[(amd.models == "A1 + A2 + A3 + A4") & (amd["mode"] == "training") & (amd.phase == "bw") & (amd.cls == "EW")]
