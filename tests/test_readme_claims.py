@@ -572,6 +572,11 @@ def test_e2e_labels_and_their_consistency():
     say(f"python-only node (size, getattr, view; {python_pct.min():.1f}-{python_pct.max():.1f}% of a label's node sum), "
         f"{kernel['inference']:.1f}% and {kernel['training']:.1f}%")
     assert (kernel > 5).all()
+    h100 = t[t.device == "NVIDIA H100 80GB HBM3"].groupby("mode")[["kernel_node_sum_ape_pct", "neusight_ape"]].mean()
+    say(f"its labels come within {h100.loc['inference', 'kernel_node_sum_ape_pct']:.1f}% (inference) and "
+        f"{h100.loc['training', 'kernel_node_sum_ape_pct']:.1f}% (training) of the sums of their own nodes that can "
+        "launch a kernel")
+    assert (h100.kernel_node_sum_ape_pct < h100.neusight_ape).all()
     from lib.report import E2E_TARGET_PCT
     nodes = table("e2e_label_consistency").query("model == 'ALL'")["nodes"].sum()
     m = table("e2e_matched_forecast").set_index(["device", "mode"])
