@@ -302,6 +302,18 @@ def label_small_ew_ms(labels: pd.DataFrame, min_elems: float = 2 ** 8, max_elems
     return out.groupby("device")["ms"].median().rename("label_small_ew_ms")
 
 
+def label_python_node_ms(labels: pd.DataFrame) -> pd.Series:
+    """Per device: median measured forward latency of the label CSVs' python-only nodes (lib.calibration.python_only:
+    size, getattr, view ...), i.e. what timing one node costs in a label when it launches no kernel (notebook 05)."""
+    rows = []
+    for r in labels[labels["csv"] != ""].itertuples():
+        nodes = label_nodes(r.csv)
+        timed = python_only(nodes) & (nodes["fw_latency_ms"] > 0).to_numpy()   # placeholders and attributes: 0
+        rows += [(r.device, ms) for ms in nodes.loc[timed, "fw_latency_ms"]]
+    out = pd.DataFrame(rows, columns=["device", "ms"])
+    return out.groupby("device")["ms"].median().rename("label_python_node_ms")
+
+
 # what-if: latency_ms = sum_k count_k * max(pred_ms_k - overhead_ms, 0)
 def minus_overhead_ms(table: pd.DataFrame, overhead_ms: float) -> float:
     """A predicted table's total with a fixed per-kernel overhead taken off every kernel (notebook 05)."""

@@ -283,3 +283,17 @@ def test_node_sum_table_sets_python_only_nodes_apart(tmp_path):
     t = node_sum_table(_labels(str(csv)).assign(e2e_ms=8.0, fw_ms=8.0, bw_ms=0.0)).iloc[0]
     assert t.node_fw_ms == pytest.approx(8.16) and t.node_python_ms == pytest.approx(0.48)
     assert t.node_sum_ape_pct == pytest.approx(2.0) and t.kernel_node_sum_ape_pct == pytest.approx(4.0)
+
+
+def test_label_python_node_ms_is_the_median_of_timed_python_only_nodes(tmp_path):
+    # python-only nodes: a size (0.01 ms), a view (0.03 ms) and a placeholder (0: not timed); the full makes a tensor
+    from lib.consistency import label_python_node_ms
+    nodes = [("placeholder", "input_ids", "[]", "(2, 8)", 0.0, "input_ids"),
+             ("call_method", "size", "[[2, 8, 32]]", "(1,)", 0.01, "size"),
+             ("call_method", "view", "[[2, 8, 32]]", "(2, 8, 4, 8)", 0.03, "view"),
+             ("call_function", "<built-in method full of type object at 0x7f00>", "[]", "(2, 8)", 0.5, "full")]
+    csv = tmp_path / "bert_large-inf-8-2.csv"
+    pd.DataFrame(nodes, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"]).assign(
+        bw_latency=0.0, dtype="torch.float32").to_csv(csv, index=False)
+    out = label_python_node_ms(_labels(str(csv)))
+    assert out.to_dict() == {"GPU X": pytest.approx(0.02)}

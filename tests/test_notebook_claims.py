@@ -1894,3 +1894,13 @@ def test_05_python_only_nodes():
                f"(inference) and {h100.loc['training', 'kernel_node_sum_ape_pct']:.1f}% (training) off, where our forecast "
                f"is {h100.loc['inference', 'neusight_ape']:.1f}% and {h100.loc['training', 'neusight_ape']:.1f}% off")
     assert (h100.kernel_node_sum_ape_pct < h100.neusight_ape).all()
+
+
+def test_05_python_only_node_time():
+    """05 cell short-kernels' reading: what a label times for a node that launches no kernel, per GPU
+    (05-kernel-floors)."""
+    floors = table("05-kernel-floors")
+    us = 1e3 * floors.label_python_node_ms
+    says(NB05, f"a median {us.min():.1f}-{us.max():.1f} µs per GPU")
+    # each GPU's python-only node takes less than its small element-wise node: a kernel adds time
+    assert (floors.label_python_node_ms < floors.label_small_ew_ms).all()
