@@ -182,7 +182,7 @@ def test_layernorm_column_sums_belong_to_the_layernorm_node():
     assert layer[("LN", "bw")] == 3.0 and layer[("MEM", "bw")] == 0.5
 
 
-def test_gradient_sum_is_an_add_priced_as_any_and_no_label_nodes():
+def test_gradient_sum_is_an_add_priced_as_any_and_in_no_label_node():
     # autograd summing two gradients of [4, 8]: classify's 'add' row, its aten name tagged; in the one-layer
     # comparison it belongs to no label node (UNTIMED), so predicted_layer leaves it out and untimed_layer_ms has it
     import pandas as pd
