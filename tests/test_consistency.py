@@ -264,6 +264,14 @@ def test_per_sample_ratio_by_hand():
     assert per_sample_ratio(pd.concat([labels, fused])).tolist() == pytest.approx([1.2, 1.0, 0.8, 1.0, 1.0])
 
 
+def _inference_csv(tmp_path, nodes):
+    """An inference label CSV of `nodes` (op, target, input_shapes, output_shape, fw ms, Name), no backward."""
+    csv = tmp_path / "bert_large-inf-8-2.csv"
+    pd.DataFrame(nodes, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"]).assign(
+        bw_latency=0.0, dtype="torch.float32").to_csv(csv, index=False)
+    return csv
+
+
 def test_node_sum_table_sets_python_only_nodes_apart(tmp_path):
     # one layer (x 24): a query linear (0.3 ms), a size and a view (python only: 0.01 ms each), a full (makes a tensor,
     # a fill kernel: 0.02 ms); node sum 24 * 0.34 = 8.16 ms, of which python only 24 * 0.02 = 0.48 ms
@@ -276,9 +284,7 @@ def test_node_sum_table_sets_python_only_nodes_apart(tmp_path):
              ("call_function", "<built-in method full of type object at 0x7f00>", "[]", "(2, 8)", 0.02, "full"),
              ("call_module", "bert.encoder.layer.0.attention.self.key", "[[2, 8, 16]]", "(2, 8, 32)", 0.0,
               "bert_encoder_layer_0_attention_self_key")]
-    csv = tmp_path / "bert_large-inf-8-2.csv"
-    pd.DataFrame(nodes, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"]).assign(
-        bw_latency=0.0, dtype="torch.float32").to_csv(csv, index=False)
+    csv = _inference_csv(tmp_path, nodes)
     assert list(python_only(label_nodes(csv))) == [True, False, True, True, False, False]
     t = node_sum_table(_labels(str(csv)).assign(e2e_ms=8.0, fw_ms=8.0, bw_ms=0.0)).iloc[0]
     assert t.node_fw_ms == pytest.approx(8.16) and t.node_python_ms == pytest.approx(0.48)
@@ -292,8 +298,6 @@ def test_label_python_node_ms_is_the_median_of_timed_python_only_nodes(tmp_path)
              ("call_method", "size", "[[2, 8, 32]]", "(1,)", 0.01, "size"),
              ("call_method", "view", "[[2, 8, 32]]", "(2, 8, 4, 8)", 0.03, "view"),
              ("call_function", "<built-in method full of type object at 0x7f00>", "[]", "(2, 8)", 0.5, "full")]
-    csv = tmp_path / "bert_large-inf-8-2.csv"
-    pd.DataFrame(nodes, columns=["op", "target", "input_shapes", "output_shape", "fw_latency", "Name"]).assign(
-        bw_latency=0.0, dtype="torch.float32").to_csv(csv, index=False)
+    csv = _inference_csv(tmp_path, nodes)
     out = label_python_node_ms(_labels(str(csv)))
     assert out.to_dict() == {"GPU X": pytest.approx(0.02)}

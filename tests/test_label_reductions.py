@@ -73,6 +73,15 @@ def test_measured_reductions_name_the_file_of_an_unknown_op(tmp_path):
         R.measured_reductions(tmp_path)
 
 
+def _training_label(tmp_path, nodes):
+    """One training label (load_labels' columns) whose CSV has `nodes`: (Name, op, target, output_shape, fw, bw) ms."""
+    csv = tmp_path / "label.csv"
+    pd.DataFrame([{"Name": n, "op": o, "target": t, "input_shapes": "[]", "output_shape": s, "fw_latency": f,
+                   "bw_latency": b} for n, o, t, s, f, b in nodes]).to_csv(csv, index=False)
+    return pd.DataFrame([{"device": "GPU", "vendor": "nvidia", "model": "m", "batch": 1, "seq": 4, "mode": "training",
+                          "option": "", "csv": str(csv)}])
+
+
 def test_dropout_against_division_pairs_nodes_of_one_size(tmp_path):
     # a training label CSV's layer (fx names function nodes by function): the scores' division and the probabilities'
     # dropout (1 x 2 x 4 x 4 = 32 elements), and a dropout of another size, which has no division to pair with
@@ -82,11 +91,7 @@ def test_dropout_against_division_pairs_nodes_of_one_size(tmp_path):
               0.12, 0.33),
              ("transformer_h_0_attn_resid_dropout", "call_module", "transformer.h.0.attn.resid_dropout", "(1, 4, 8)",
               0.05, 0.07)]
-    csv = tmp_path / "label.csv"
-    pd.DataFrame([{"Name": n, "op": o, "target": t, "input_shapes": "[]", "output_shape": s, "fw_latency": f,
-                   "bw_latency": b} for n, o, t, s, f, b in nodes]).to_csv(csv, index=False)
-    labels = pd.DataFrame([{"device": "GPU", "vendor": "nvidia", "model": "m", "batch": 1, "seq": 4, "mode": "training",
-                            "option": "", "csv": str(csv)}])
+    labels = _training_label(tmp_path, nodes)
     out = R.dropout_against_division(labels)
     assert len(out) == 1 and out["elements"].iloc[0] == 32
     assert out["bw_ratio"].iloc[0] == pytest.approx(3.3)
@@ -101,11 +106,7 @@ def test_add_node_times_reads_a_layers_adds_of_tensors(tmp_path):
              ("add_1", "call_function", "<built-in function add>", "()", 0.0, 0.0),
              ("add_2", "call_function", "<built-in function add>", "(1, 4, 8)", 0.04, 0.007),
              ("transformer_h_0_mlp_c_fc", "call_module", "transformer.h.0.mlp.c_fc", "(1, 4, 32)", 0.05, 0.1)]
-    csv = tmp_path / "label.csv"
-    pd.DataFrame([{"Name": n, "op": o, "target": t, "input_shapes": "[]", "output_shape": s, "fw_latency": f,
-                   "bw_latency": b} for n, o, t, s, f, b in nodes]).to_csv(csv, index=False)
-    labels = pd.DataFrame([{"device": "GPU", "vendor": "nvidia", "model": "m", "batch": 1, "seq": 4, "mode": "training",
-                            "option": "", "csv": str(csv)}])
+    labels = _training_label(tmp_path, nodes)
     out = R.add_node_times(labels)
     assert list(out["node"]) == ["add_2"] and out["elements"].iloc[0] == 32
     assert out[["fw_ms", "bw_ms"]].iloc[0].tolist() == pytest.approx([0.04, 0.007])
