@@ -9,7 +9,8 @@ the disagreement is a floor under the end-to-end error on that GPU.
 Shapes, in the dataset's naming (lib.data):
     FC  (nn.Linear module, addmm, linear): x [..., N] -> out [..., K];  B = 1, M = prod(out[:-1])
     BMM (matmul, bmm, baddbmm):  a [..., M, N] @ b [..., N, K] -> out [..., M, K];  B = prod(out[:-2])
-Also: how far our forecast of the matched shapes is from the kernel dataset (matched_forecast), does a label
+Also: how far our forecast of the matched shapes is from the kernel dataset (matched_forecast), what a whole
+forecast comes to with every kernel the dataset measured taken as measured (dataset_priced), does a label
 agree with the sum of its own nodes (node_sum_table), does a larger batch take less time
 per sample (per_sample_ratio), and what does a short kernel cost measured alone (the kernel dataset) vs
 inside a model run (the label CSVs)?
@@ -267,6 +268,43 @@ def matched_forecast_by_device(per_label: pd.DataFrame) -> pd.DataFrame:
                          "kernel_over_pred": g["kernel_ms"].sum() / g["pred_ms"].sum(),
                          "label_over_kernel": g["label_ms"].sum() / g["kernel_ms"].sum(),
                          "neusight_ape": g["neusight_ape"].mean(), "exact_ape_pct": g["exact_ape_pct"].mean()})
+
+
+# ---------------------------------------------------------------- the kernel dataset in place of the predictor
+
+SHAPE_KEY = ["op", "B", "M", "N", "K", "H"]
+
+
+# Per row k of a predicted kernel table (lib.forecast.forecast_table) of one GPU:
+#   kernel_ms_k = median latency the kernel dataset measured for the same op and shape on that GPU (any split),
+#                 times the row's traffic scale (lib.traffic: a backward softmax or layernorm is priced from the
+#                 forward kernel of its shape, as the forecast prices it); NaN where the dataset has no such kernel
+def with_dataset_kernels(table: pd.DataFrame, kernels: pd.DataFrame) -> pd.DataFrame:
+    """A predicted kernel table with `kernel_ms`: each kernel as the kernel dataset measured it alone on the
+    table's GPU (`kernels`: that GPU's rows of lib.data.load_kernels), NaN where it did not (notebook 05)."""
+    from .traffic import traffic_scale
+    if kernels["device"].nunique() > 1:
+        raise ValueError(f"kernels: rows of {kernels['device'].nunique()} GPUs; give the table's GPU's rows only")
+    med = kernels.groupby(SHAPE_KEY, dropna=False)["latency_ms"].median().rename("kernel_ms").reset_index()
+    key = table[SHAPE_KEY].fillna(-1.0)
+    ms = key.merge(med.fillna({c: -1.0 for c in SHAPE_KEY[1:]}), on=SHAPE_KEY, how="left")["kernel_ms"]
+    return table.assign(kernel_ms=ms.to_numpy() * traffic_scale(table))
+
+
+# Over the rows with a kernel_ms (measured) of a table from with_dataset_kernels:
+#   dataset_ms = sum_k count_k * (kernel_ms_k if measured else pred_ms_k)   (the forecast had its predictor
+#                                                                          reproduced the kernel dataset exactly)
+#   measured_share = sum_measured total_ms / sum total_ms
+#   kernel_over_pred = sum_measured count * kernel_ms / sum_measured total_ms   (> 1: forecast faster than measured)
+def dataset_priced(table: pd.DataFrame) -> dict:
+    """{forecast_ms, dataset_ms, measured_share, kernel_over_pred} of a table from with_dataset_kernels (notebook 05)."""
+    hit = table["kernel_ms"].notna().to_numpy()
+    total = float(table["total_ms"].sum())
+    pred = float(table.loc[hit, "total_ms"].sum())
+    kernel = float((table.loc[hit, "kernel_ms"] * table.loc[hit, "count"]).sum())
+    return {"forecast_ms": total, "dataset_ms": total - pred + kernel,
+            "measured_share": pred / total if total > 0 else float("nan"),
+            "kernel_over_pred": kernel / pred if pred > 0 else float("nan")}
 
 
 # ---------------------------------------------------------------- short kernels

@@ -3,9 +3,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.consistency import (consistency_table, gemm_shape, isolated_floor_ms, kernel_floor_ape, label_small_ew_ms,
-                             matched_forecast, matched_forecast_by_device, matched_nodes, node_sum_table, per_sample_ratio, repeat_spread,
-                             short_kernel_share)
+from lib.consistency import (consistency_table, dataset_priced, gemm_shape, isolated_floor_ms, kernel_floor_ape,
+                             label_small_ew_ms, matched_forecast, matched_forecast_by_device, matched_nodes, node_sum_table,
+                             per_sample_ratio, repeat_spread, short_kernel_share, with_dataset_kernels)
 
 MATMUL = "<built-in method matmul of type object at 0x7fcd8c121d60>"
 ADDMM = "<built-in method addmm of type object at 0x15552dc96d80>"
@@ -150,6 +150,34 @@ def test_matched_forecast_by_hand(tmp_path):
     assert d["labels"] == 2 and d["kernel_over_pred"] == pytest.approx((15.85 + 4) / (7.925 + 4))
     assert d["label_over_kernel"] == pytest.approx((28.1 + 4) / (15.85 + 4))
     assert d["neusight_ape"] == pytest.approx(15.0) and d["matched_share"] == pytest.approx((28.1 / 40 + 0.5) / 2)
+
+
+def test_dataset_priced_by_hand():
+    # a predicted table: the FC measured three times (median 0.2), a bmm the dataset has on GPU Y only, a forward
+    # and a backward softmax of a measured shape, and a memory-bound row no dataset op measures
+    table = pd.DataFrame([("linear", 1, 16, 16, 32, np.nan, "fw", 4, 0.1), ("bmm", 1, 16, 16, 32, np.nan, "fw", 2, 0.3),
+                          ("softmax", 8, np.nan, np.nan, np.nan, 64, "fw", 1, 0.02),
+                          ("softmax", 8, np.nan, np.nan, np.nan, 64, "bw", 1, 0.03),
+                          ("mem", np.nan, np.nan, np.nan, np.nan, np.nan, "fw", 3, 0.01)],
+                         columns=["op", "B", "M", "N", "K", "H", "phase", "count", "pred_ms"])
+    table["total_ms"] = table["pred_ms"] * table["count"]
+    kernels = pd.concat([KERNELS[KERNELS.device == "GPU X"].assign(H=np.nan),
+                         pd.DataFrame([("softmax", 8.0, 64.0, "GPU X", 0.04)], columns=["op", "B", "H", "device", "latency_ms"])])
+    t = with_dataset_kernels(table, kernels)
+    # linear: the median 0.2; bmm (1,16,16,32) is measured on GPU X as bmm too (the decoy, 9.0); softmax forward 0.04,
+    # backward 0.04 x 1.5 (it reads one 8 x 64 tensor more than the forward's two: lib.traffic); mem: none
+    assert t["kernel_ms"].tolist()[:4] == pytest.approx([0.2, 9.0, 0.04, 0.06]) and np.isnan(t["kernel_ms"].iloc[4])
+    got = dataset_priced(t)
+    total = 0.4 + 0.6 + 0.02 + 0.03 + 0.03
+    assert got["forecast_ms"] == pytest.approx(total)
+    assert got["dataset_ms"] == pytest.approx(4 * 0.2 + 2 * 9.0 + 0.04 + 0.06 + 0.03)
+    assert got["measured_share"] == pytest.approx((total - 0.03) / total)
+    assert got["kernel_over_pred"] == pytest.approx((0.8 + 18.0 + 0.1) / (total - 0.03))
+    # nothing measured: the forecast stands
+    none = dataset_priced(with_dataset_kernels(table.iloc[[4]], kernels))
+    assert none["dataset_ms"] == pytest.approx(0.03) and none["measured_share"] == 0 and np.isnan(none["kernel_over_pred"])
+    with pytest.raises(ValueError, match="2 GPUs"):
+        with_dataset_kernels(table, KERNELS)
 
 
 def test_bad_labels_frame():
