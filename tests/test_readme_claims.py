@@ -740,7 +740,14 @@ def test_dataset_priced():
         f"and {ape.loc['training', 'neusight_ape']:.2f}%")
     assert (ape["dataset_ape_pct"] > ape["neusight_ape"]).all()            # "any better than our forecast": no
     inf = p[p["mode"] == "inference"]
-    say(f"without which the inference mean APE would be {inf[inf['model'] != 'switchxl4']['neusight_ape'].mean():.2f}%")
+    rest = inf[inf["model"] != "switchxl4"]
+    say(f"without which the inference mean APE would be {rest['neusight_ape'].mean():.2f}%")
+    switch = inf[inf["model"] == "switchxl4"]
+    say(f"without its {WORDS[len(switch)]} labels the inference mean APE is {rest['neusight_ape'].mean():.2f}%")
+    # "carries most of the inference miss": its labels hold most of the excess of the mean over 5%
+    excess = inf["neusight_ape"].sum() - 5 * len(inf)
+    assert switch["neusight_ape"].sum() - 5 * len(switch) > excess / 2
+    assert switch["dataset_ape_pct"].mean() > switch["neusight_ape"].mean()   # "as much as with our forecast" (more)
     sw = inf[inf["model"] == "switchxl4"].assign(ours=lambda d: d["neusight_ms"] / d["e2e_ms"],
                                                  theirs=lambda d: d["dataset_ms"] / d["e2e_ms"])
     # "on the A100-PCIE-40GB and the H100 ... faster than the sum of their kernels at 512 tokens, and slower at 2,048,
