@@ -2,7 +2,7 @@
 
   python -m lib.profile_model --model MODEL_CONFIG.json --batch B --seq S --mode inference|training
                               [--out-dir data/measured/labels] [--warmup 3] [--repeat 10] [--overwrite]
-                              [--grad-mode]
+                              [--grad-mode] [--kernels-out KERNELS.csv]
 
 The model is the one lib.graph captures for the forecast (lib.graph_capture.build_model: the labels' model class,
 fp32, eager attention as transformers 4.x ran it, random weights, full depth), built on the GPU. Inference: one
@@ -15,12 +15,17 @@ Each latency is the mean of the fastest half of `repeat` CUDA-event-timed passes
 (lib.profile_ops.fastest_mean, the kernel collector's method). The result is written as a label JSON
 (<out-dir>/torch<v>_cuda<v>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.json: e2e_latency, fw_latency,
 bwall_latency, num_layer), so lib.labels.load_labels(<out-dir>/torch<v>_cuda<v>) reads it like the dataset's labels.
+`--kernels-out` runs one more pass under the PyTorch profiler and writes every kernel it ran (memcpy and memset too),
+added up per phase (fw, bw), launching aten op, its input dims and kernel name (lib.profile_ops.kernels_by_op): what a
+model run spends per kernel, to set beside the forecast's kernel table (lib.forecast --kernels-out).
 """
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import time
+from contextlib import nullcontext
 import warnings
 from pathlib import Path
 
@@ -28,7 +33,7 @@ from . import paths
 from .cli import Parser
 from .model_config import GraphError, check_args, load_config
 from .profile import gpu_folder, refuse_existing, software_folder
-from .profile_ops import ProfileError, fastest_mean
+from .profile_ops import OP_KERNEL_COLUMNS, ProfileError, fastest_mean, kernels_by_op
 
 LABEL_MODES = {"inference": "inf", "training": "train"}
 GRAD_MODE_SUFFIX = "-grad-mode"   # ends the software folder of labels timed with grad mode on in the backward
@@ -47,10 +52,12 @@ def _input_ids(torch, cfg, batch: int, seq: int, device: str) -> dict:
 
 
 def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int, device: str,
-                grad_mode: bool = False) -> tuple[float, float]:
+                grad_mode: bool = False, annotate: bool = False) -> tuple[float, float]:
     """(forward ms, backward ms; 0 for inference), each the mean of the fastest half of `repeat` timed passes;
-    grad_mode: the backward with autograd's grad mode on (create_graph=True), as the dataset's labels ran it."""
+    grad_mode: the backward with autograd's grad mode on (create_graph=True), as the dataset's labels ran it;
+    annotate: each forward and backward in a profiler range named fw / bw (profile_pass)."""
     from .graph_capture import logits_and_seeds    # imports torch: only when timing
+    phase = (lambda name: torch.profiler.record_function(name)) if annotate else (lambda name: nullcontext())
 
     def stamp():
         if device == "cpu":
@@ -70,7 +77,8 @@ def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int,
         model.zero_grad(set_to_none=True)
         with (torch.enable_grad() if mode == "training" else torch.no_grad()):
             t0 = stamp()
-            out = model(**inputs, return_dict=True)
+            with phase("fw"):
+                out = model(**inputs, return_dict=True)
             t1 = stamp()
             if mode == "training":
                 logits, seeds = logits_and_seeds(out)
@@ -79,7 +87,8 @@ def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int,
                     # grad mode ties each parameter to its gradient in a reference cycle; every pass (and the end
                     # of this function) sets the gradients to None, which breaks it, so torch's warning says nothing
                     warnings.filterwarnings("ignore", message=r"Using backward\(\) with create_graph=True")
-                    torch.autograd.backward(logits, seeds, create_graph=grad_mode)
+                    with phase("bw"):
+                        torch.autograd.backward(logits, seeds, create_graph=grad_mode)
                 t3 = stamp()
         if i >= warmup:
             fw.append(ms(t0, t1))
@@ -90,10 +99,24 @@ def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int,
     return fastest_mean(fw), fastest_mean(bw) if bw else 0.0
 
 
+def profile_pass(torch, model, inputs: dict, mode: str, device: str, grad_mode: bool = False):
+    """One more pass under the PyTorch profiler: its GPU kernels per phase, launching op, input dims and kernel name
+    (lib.profile_ops.kernels_by_op)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
+        time_passes(torch, model, inputs, mode, 0, 1, device, grad_mode, annotate=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        trace_path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(trace_path))
+        return kernels_by_op(json.loads(trace_path.read_text()))
+
+
 def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None = None, warmup: int = 3,
-            repeat: int = 10, device: str = "cuda", overwrite: bool = False, grad_mode: bool = False) -> dict:
+            repeat: int = 10, device: str = "cuda", overwrite: bool = False, grad_mode: bool = False,
+            kernels_out: Path | None = None) -> dict:
     """Time one model setting on `device` (cuda: GPU 0) and write its label JSON under out_dir (notebook 01);
-    grad_mode: the backward as the dataset's labels ran it (time_passes), under <software>-grad-mode."""
+    grad_mode: the backward as the dataset's labels ran it (time_passes), under <software>-grad-mode;
+    kernels_out: also write the kernels of one profiled pass there (profile_pass), a GPU's only."""
     cfg = load_config(config_path)
     check_args(cfg, batch, seq, mode)
     if grad_mode and mode != "training":
@@ -112,13 +135,20 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
     path = label_path(out_dir, software, gpu, cfg.name, batch, seq, mode) if out_dir is not None else None
     if path is not None:
         refuse_existing(path, overwrite)
+    if kernels_out is not None:
+        if device != "cuda":
+            raise ProfileError(f"--kernels-out lists the GPU kernels of a pass: it needs device 'cuda' (got {device!r})")
+        refuse_existing(Path(kernels_out), overwrite)
     torch.manual_seed(0)
+    kernels = None
     model = None
     try:
         model = build_model(cfg, mode, cfg.num_layers, batch, device=device)
         with as_measured(cfg.model_type):
-            fw_ms, bw_ms = time_passes(torch, model, _input_ids(torch, cfg, batch, seq, device), mode,
-                                       warmup, repeat, device, grad_mode)
+            inputs = _input_ids(torch, cfg, batch, seq, device)
+            fw_ms, bw_ms = time_passes(torch, model, inputs, mode, warmup, repeat, device, grad_mode)
+            if kernels_out is not None:
+                kernels = profile_pass(torch, model, inputs, mode, device, grad_mode)
     except torch.cuda.OutOfMemoryError as e:
         raise ProfileError(f"{cfg.name} {mode} batch {batch} seq {seq}: out of GPU memory ({str(e).splitlines()[0]})") from None
     finally:
@@ -135,6 +165,10 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
         path.parent.mkdir(parents=True, exist_ok=True)
         paths.write_atomic(path, lambda tmp: tmp.write_text(json.dumps(label, indent=4) + "\n"))
         label["path"] = str(path)
+    if kernels is not None:
+        Path(kernels_out).parent.mkdir(parents=True, exist_ok=True)
+        paths.write_atomic(kernels_out, lambda tmp: kernels[OP_KERNEL_COLUMNS].to_csv(tmp, index=False))
+        label["kernels_path"] = str(kernels_out)
     return {"device": gpu, "model": cfg.name, "mode": mode, "batch": batch, "seq": seq, **label}
 
 
@@ -158,12 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overwrite", action="store_true", help="replace an existing label file")
     ap.add_argument("--grad-mode", action="store_true",
                     help="run the backward with grad mode on (create_graph=True), as the dataset's labels ran it")
+    ap.add_argument("--kernels-out", type=Path, help="also write the GPU kernels of one profiled pass to this CSV")
     a = ap.parse_args(argv)
     try:
         if a.repeat < 1 or a.warmup < 0:
             raise ProfileError("--repeat must be >= 1 and --warmup >= 0")
         print(json.dumps(measure(a.model, a.batch, a.seq, a.mode, a.out_dir, a.warmup, a.repeat, overwrite=a.overwrite,
-                                 grad_mode=a.grad_mode)))
+                                 grad_mode=a.grad_mode, kernels_out=a.kernels_out)))
     except (ProfileError, GraphError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-"""Ops, shapes, timing and kernel-trace parsing of the kernel-latency collector lib.profile (notebook 01).
+"""Ops, shapes, timing and kernel-trace parsing of the kernel-latency collector lib.profile (notebook 01), and of a
+whole model's kernels (kernels_by_op, lib.profile_model --kernels-out).
 
 Ops and their dims follow the dataset (upstream naming): bmm [B,M,N] @ [B,N,K]; linear feeds
 [B,M,N] through Linear(N, K) with bias; element-wise ops, ln and softmax take [B,H] tensors.
@@ -233,8 +234,7 @@ def kernels_by_label(trace: dict, prefix: str = LABEL) -> dict[str, list[dict]]:
     events = trace.get("traceEvents", [])
     ranges = [(e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in events
               if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix)]
-    launch_ts = {e["args"]["correlation"]: e["ts"] for e in events
-                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    launch_ts = {c: e["ts"] for c, e in _launches(events).items()}
     out: dict[str, list[dict]] = {name: [] for _, _, name in ranges}
     for k in sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"]):
         ts = launch_ts.get(k.get("args", {}).get("correlation"))
@@ -243,6 +243,64 @@ def kernels_by_label(trace: dict, prefix: str = LABEL) -> dict[str, list[dict]]:
                 out[name].append(k)
                 break
     return out
+
+
+def _launches(events: list[dict]) -> dict:
+    """correlation id -> the runtime or driver call that launched a GPU kernel, memcpy or memset."""
+    return {e["args"]["correlation"]: e for e in events
+            if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+
+
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")   # trace events that take GPU time
+OP_KERNEL_COLUMNS = ["phase", "op", "input_dims", "kernel", "count", "total_us", "mean_us"]
+
+
+def kernels_by_op(trace: dict, phases=("fw", "bw")) -> "pd.DataFrame":
+    """GPU kernels (memcpy and memset too) of a chrome trace, added up per phase, launching op, its input dims and
+    kernel name: count, total_us, mean_us (lib.profile_model --kernels-out).
+
+    A kernel's launching op is the innermost aten op (category cpu_op) on the launching thread whose range holds the
+    runtime call that launched it (kernel and launch share args['correlation']); its phase, the record_function range
+    named in `phases` that holds that call, on any thread (autograd runs the backward on threads of its own). Either is
+    '' where none holds it."""
+    import pandas as pd
+    events = trace.get("traceEvents", [])
+    ranges = [(e["ts"], e["ts"] + e.get("dur", 0), e["name"]) for e in events
+              if e.get("cat") == "user_annotation" and e.get("name") in phases]
+    launches = _launches(events)
+    # per thread, ops and launches in time order (an op before a launch at its start, the longer of two ops first):
+    # the open ops form a stack whose top is the innermost op holding the launch
+    launching_op = {}
+    by_thread: dict = {}
+    for e in events:
+        if e.get("cat") == "cpu_op":
+            by_thread.setdefault(e.get("tid"), []).append((e["ts"], 0, -e.get("dur", 0), e))
+    for c, e in launches.items():
+        by_thread.setdefault(e.get("tid"), []).append((e["ts"], 1, 0, c))
+    for items in by_thread.values():
+        stack = []
+        for ts, kind, _, item in sorted(items, key=lambda t: t[:3]):
+            while stack and stack[-1]["ts"] + stack[-1].get("dur", 0) < ts:
+                stack.pop()
+            if kind == 0:
+                stack.append(item)
+            else:
+                launching_op[item] = stack[-1] if stack else None
+    rows = []
+    for k in events:
+        if k.get("cat") not in GPU_CATEGORIES:
+            continue
+        c = k.get("args", {}).get("correlation")
+        launch = launches.get(c)
+        op = launching_op.get(c)
+        phase = next((name for lo, hi, name in ranges if launch is not None and lo <= launch["ts"] <= hi), "")
+        rows.append((phase, op["name"] if op else "", str(op.get("args", {}).get("Input Dims", "")) if op else "",
+                     k.get("name", ""), float(k.get("dur", 0))))
+    df = pd.DataFrame(rows, columns=["phase", "op", "input_dims", "kernel", "us"])
+    out = (df.groupby(["phase", "op", "input_dims", "kernel"], sort=False)["us"].agg(count="size", total_us="sum")
+           .reset_index())
+    out["mean_us"] = out["total_us"] / out["count"]
+    return out[OP_KERNEL_COLUMNS]
 
 
 def kernel_columns(kernels: list[dict], num_sm: int) -> dict:

@@ -84,6 +84,39 @@ def test_measure_runs_an_encoder_decoder_and_counts_both_stacks(tmp_path):
     assert json.loads(open(out["path"]).read())["num_layer"] == 12
 
 
+def test_kernels_out_needs_a_gpu_and_writes_nothing_without_one(tmp_path):
+    cfg = _write(tmp_path, TINY_GPT2, "tiny_gpt2")
+    with pytest.raises(PM.ProfileError, match="--kernels-out .* needs device 'cuda'"):
+        PM.measure(cfg, 2, 8, "training", out_dir=tmp_path / "labels", device="cpu", kernels_out=tmp_path / "k.csv")
+    assert not (tmp_path / "labels").exists() and not (tmp_path / "k.csv").exists()
+
+
+def test_profiled_pass_names_its_phases_as_kernels_by_op_reads_them(tmp_path):
+    # A real (CPU) profile of one annotated training pass: kernels_by_op finds its fw / bw ranges and aten ops. A CPU
+    # runs no kernel, so one is planted, launched from inside the backward's first aten::mm.
+    from lib.graph_capture import build_model
+    from lib.model_config import load_config
+    from lib.profile_ops import kernels_by_op
+    cfg = load_config(_write(tmp_path, TINY_GPT2, "tiny_gpt2"))
+    model = build_model(cfg, "training", cfg.num_layers, 2, device="cpu")
+    inputs = {"input_ids": torch.zeros(2, 8, dtype=torch.long)}
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        PM.time_passes(torch, model, inputs, "training", 0, 1, "cpu", annotate=True)
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    phase = {e["name"]: e for e in events if e.get("cat") == "user_annotation" and e["name"] in ("fw", "bw")}
+    assert set(phase) == {"fw", "bw"}
+    bw = phase["bw"]
+    mm = min((e for e in events if e.get("cat") == "cpu_op" and e["name"] == "aten::mm"
+              and bw["ts"] <= e["ts"] <= bw["ts"] + bw["dur"]), key=lambda e: e["ts"])
+    events += [{"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": mm["ts"] + mm["dur"] / 2, "tid": mm["tid"],
+                "args": {"correlation": -1}},
+               {"cat": "kernel", "name": "planted_sgemm", "ts": 0, "dur": 3.0, "args": {"correlation": -1}}]
+    t = kernels_by_op({"traceEvents": events})
+    assert t[["phase", "op", "input_dims", "kernel", "count"]].values.tolist() == [
+        ["bw", "aten::mm", str(mm["args"]["Input Dims"]), "planted_sgemm", 1]]
+
+
 def test_label_settings_lists_each_plain_label_setting_once():
     every = PM.label_settings()
     plain = labels.load_labels().query("option == ''")

@@ -129,6 +129,36 @@ def test_kernels_by_label_and_columns():
     assert cols["Kernel Name"] == "long" and cols["Warps per SM"] == 4
 
 
+def test_kernels_by_op_finds_the_innermost_launching_op_and_phase():
+    op = lambda name, ts, dur, tid=1, dims=None: {"cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "tid": tid,
+                                                  "args": {"Input Dims": dims} if dims else {}}
+    launch = lambda ts, c, tid=1, name="cudaLaunchKernel": {"cat": "cuda_runtime", "name": name, "ts": ts, "tid": tid,
+                                                            "args": {"correlation": c}}
+    kernel = lambda name, c, dur, cat="kernel": {"cat": cat, "name": name, "ts": 1000 + c, "dur": dur,
+                                                 "args": {"correlation": c}}
+    ev = [{"cat": "user_annotation", "name": "fw", "ts": 0, "dur": 50, "tid": 1},
+          {"cat": "user_annotation", "name": "bw", "ts": 60, "dur": 40, "tid": 1},
+          {"cat": "user_annotation", "name": "lib.profile:0", "ts": 0, "dur": 200, "tid": 1},   # not a phase
+          op("aten::linear", 1, 19), op("aten::addmm", 2, 13, dims=[[4], [8, 3], [3, 4]]), launch(3, 1),
+          op("aten::relu", 21, 9, dims=[[8, 4]]), launch(22, 2), op("aten::relu", 31, 9, dims=[[8, 4]]), launch(32, 3),
+          op("aten::mm", 61, 9, tid=2, dims=[[4, 8], [8, 3]]), launch(62, 4, tid=2),     # autograd's thread
+          op("aten::sum", 61, 30), launch(80, 5, name="cudaMemcpyAsync"),    # holds launch 4 too, on another thread
+          op("aten::fill_", 110, 5), launch(111, 6),                                     # after both phases
+          kernel("sgemm", 1, 9.0), kernel("relu_kernel", 2, 2.0), kernel("relu_kernel", 3, 4.0),
+          kernel("sgemm_nn", 4, 5.0), kernel("Memcpy DtoD", 5, 1.5, cat="gpu_memcpy"), kernel("fill", 6, 1.0),
+          kernel("no launch", 99, 7.0)]
+    t = P.kernels_by_op({"traceEvents": ev})
+    assert list(t.columns) == P.OP_KERNEL_COLUMNS
+    rows = {(r.phase, r.op, r.kernel): (r.input_dims, r.count, r.total_us, r.mean_us) for r in t.itertuples()}
+    assert rows == {("fw", "aten::addmm", "sgemm"): ("[[4], [8, 3], [3, 4]]", 1, 9.0, 9.0),   # not aten::linear
+                    ("fw", "aten::relu", "relu_kernel"): ("[[8, 4]]", 2, 6.0, 3.0),         # two calls, one row
+                    ("bw", "aten::mm", "sgemm_nn"): ("[[4, 8], [8, 3]]", 1, 5.0, 5.0),
+                    ("bw", "aten::sum", "Memcpy DtoD"): ("", 1, 1.5, 1.5),
+                    ("", "aten::fill_", "fill"): ("", 1, 1.0, 1.0),
+                    ("", "", "no launch"): ("", 1, 7.0, 7.0)}
+    assert P.kernels_by_op({"traceEvents": []}).empty
+
+
 @pytest.mark.parametrize("later_ms, calls, latency_ms", [(1.0, 1 + 1 + 10 + 30, 1.0), (60.0, 1 + 1 + 2 + 6, 60.0),
                                                          (50.0, 1 + 1 + 10 + 30, 50.0)])   # at SLOW_MS: not slower
 def test_time_op_decides_on_the_second_call(monkeypatch, later_ms, calls, latency_ms):
