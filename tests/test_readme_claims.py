@@ -756,6 +756,10 @@ def test_dataset_priced():
     for col in ("ours", "theirs"):
         assert (sw.loc[two & (sw["seq"] == 512), col] > 1).all() and (sw.loc[sw["seq"] == 2048, col] < 1).all()
     assert set(sw.loc[sw["seq"] == 2048, "device"]) == {"NVIDIA A100-PCIE-40GB"}
+    tr = p[(p["mode"] == "training") & (p["device"] == "NVIDIA H100 80GB HBM3")]
+    med = lambda what, ph: f"{(tr[f'{what}_{ph}_ms'] / tr[f'{ph}_ms']).median():.2f}"
+    say(f"fit their forward ({med('dataset', 'fw')} of it, median) and overshoot their backward ({med('dataset', 'bw')}), "
+        f"while our forecast gives {med('forecast', 'fw')} and {med('forecast', 'bw')}")
     h200 = table("05-measured")
     h200 = h200[h200["model"] == "switchxl4"].assign(ratio=lambda d: d["neusight_ms"] / d["e2e_ms"])
     assert (h200.loc[h200["seq"] == 512, "ratio"] > 1).all() and (h200.loc[h200["seq"] == 2048, "ratio"] < 1).all()
