@@ -1254,6 +1254,20 @@ def test_05_dataset_priced_reading():
     m = table("e2e_matched_forecast").set_index(["device", "mode"]).loc[(H100, "inference")]
     assert round(m["neusight_ape"], 1) == round(h["neusight_ape"].mean(), 1)
     assert round(m["exact_ape_pct"], 1) == round(h["dataset_ape_pct"].mean(), 1)
+    d = table("e2e_duration_offset").set_index(["device", "mode"])
+    groups = d.drop(index=["ALL", "ALL but SwitchTransformer"], level="device")
+    assert len(groups) == 7 and (groups["rho_vs_dataset"] > 0).all() and (groups["labels"] >= 4).all()
+    says(NB05, f"In each of the {WORDS[len(groups)]} groups of a GPU and mode with at least four labels")
+    says(NB05, f"is positive ({groups['rho_vs_dataset'].min():.2f} to {groups['rho_vs_dataset'].max():.2f}); pooled over "
+               f"the labels' ranks within their group it is {d.loc[('ALL', 'pooled'), 'rho_vs_dataset']:.2f} "
+               f"({d.loc[('ALL but SwitchTransformer', 'pooled'), 'rho_vs_dataset']:.2f} without SwitchTransformer), and "
+               f"against our forecast {d.loc[('ALL', 'pooled'), 'rho_vs_forecast']:.2f}")
+    median = p.groupby(["device", "mode"])["e2e_ms"].transform("median")
+    sw_all = p[(p["model"] == "switchxl4") & (p["mode"] == "inference")]
+    # "its 512-token inference labels run shorter than the median inference label of their GPU, its 2,048-token ones
+    # longer"
+    assert (sw_all["e2e_ms"] < median[sw_all.index])[sw_all["seq"] == 512].all()
+    assert (sw_all["e2e_ms"] > median[sw_all.index])[sw_all["seq"] == 2048].all()
     sw = p[p["model"] == "switchxl4"]
     short = sw[(sw["mode"] == "inference") & (sw["seq"] == 512) & sw["device"].isin([A100_40, H100])]
     long = sw[(sw["mode"] == "inference") & (sw["seq"] == 2048)]

@@ -760,6 +760,10 @@ def test_dataset_priced():
     med = lambda what, ph: f"{(tr[f'{what}_{ph}_ms'] / tr[f'{ph}_ms']).median():.2f}"
     say(f"fit their forward ({med('dataset', 'fw')} of it, median) and overshoot their backward ({med('dataset', 'bw')}), "
         f"while our forecast gives {med('forecast', 'fw')} and {med('forecast', 'bw')}")
+    d = table("e2e_duration_offset").set_index(["device", "mode"])
+    assert (d.drop(index=["ALL", "ALL but SwitchTransformer"], level="device")["rho_vs_dataset"] > 0).all()
+    say(f"and {d.loc[('ALL', 'pooled'), 'rho_vs_dataset']:.2f} pooled over the labels' ranks within them "
+        f"({d.loc[('ALL', 'pooled'), 'rho_vs_forecast']:.2f} against our forecast;")
     h200 = table("05-measured")
     h200 = h200[h200["model"] == "switchxl4"].assign(ratio=lambda d: d["neusight_ms"] / d["e2e_ms"])
     assert (h200.loc[h200["seq"] == 512, "ratio"] > 1).all() and (h200.loc[h200["seq"] == 2048, "ratio"] < 1).all()
