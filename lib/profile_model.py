@@ -25,8 +25,8 @@ import json
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 
 from . import paths
