@@ -1373,6 +1373,10 @@ def test_05_own_measurements_reading():
     assert short.min() > 1 and long.max() < 1
     says(NB05, f"too slow at 512 tokens ({short.min():.2f} to {short.max():.2f}) and too fast at 2,048 "
                f"({long.iloc[0]:.2f} and {long.iloc[1]:.2f})")
+    rho = {m: f["e2e_ms"].corr(f["e2e_ms"] / f["neusight_ms"], method="spearman") for m, f in e.groupby("mode")}
+    says(NB05, f"Spearman's rho of run time against measured / forecast is {rho['inference']:.2f} over the inference "
+               f"settings and {rho['training']:.2f} over the training ones")
+    assert min(rho.values()) > 0                                                # "the slower it tends to be measured"
     t = table("05-measured-twin")
     assert (t["twin_over_ours"] > 1).all()                                  # "our H200 ran every one faster"
     says(NB05, f"The dataset measured {len(t)} of these settings on the H100 too")
