@@ -307,6 +307,43 @@ def dataset_priced(table: pd.DataFrame) -> dict:
             "kernel_over_pred": kernel / pred if pred > 0 else float("nan")}
 
 
+PRICED_KEYS = ["device", "model", "mode", "batch", "seq"]
+
+
+def dataset_priced_labels(evaluated: pd.DataFrame, kernels: pd.DataFrame, cfg_by_class: dict | None = None,
+                          rtol: float = 1e-4) -> pd.DataFrame:
+    """Per label of a GPU with kernels in `kernels` (lib.data.load_kernels rows): its forecast with every kernel the
+    dataset measured on that GPU taken as measured (dataset_priced), whole and per phase, beside the measurement
+    (notebooks 05, 06). `evaluated`: plain labels with their NeuSight forecast (lib.label_eval.evaluate_labels, made
+    with the same cfg_by_class), which each kernel table must sum to within rtol."""
+    from . import paths
+    from .devices import load_device
+    from .forecast import forecast_table
+    from .labels import device_file_of_folder
+    from .metrics import ape
+    gpu_rows = dict(tuple(kernels.groupby("device")))
+    rows = []
+    for r in evaluated[evaluated["device"].isin(gpu_rows)].itertuples():
+        table = forecast_table(paths.MODEL_CONFIGS / f"{r.model}.json", load_device(device_file_of_folder(r.gpu)),
+                               r.batch, r.seq, r.mode, cfg_by_class=cfg_by_class)
+        table = with_dataset_kernels(table, gpu_rows[r.device])
+        whole = dataset_priced(table)
+        if not np.isclose(whole["forecast_ms"], r.neusight_ms, rtol=rtol):
+            raise ValueError(f"{r.device} {r.model} {r.mode} {r.batch} x {r.seq}: the kernel table sums to "
+                             f"{whole['forecast_ms']:.4g} ms, the evaluated forecast is {r.neusight_ms:.4g} ms "
+                             f"(another cfg_by_class?)")
+        phases = {ph: dataset_priced(table[table["phase"] == ph]) for ph in ("fw", "bw")}   # a label times both
+        rows.append({**{k: getattr(r, k) for k in PRICED_KEYS}, "e2e_ms": r.e2e_ms, "fw_ms": r.fw_ms, "bw_ms": r.bw_ms,
+                     "neusight_ms": r.neusight_ms, "dataset_ms": whole["dataset_ms"],
+                     "measured_share": whole["measured_share"], "kernel_over_pred": whole["kernel_over_pred"],
+                     **{f"{what}_{ph}_ms": d[f"{what}_ms"] for ph, d in phases.items() for what in ("forecast", "dataset")}})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["neusight_ape"] = ape(out["neusight_ms"], out["e2e_ms"])
+        out["dataset_ape_pct"] = ape(out["dataset_ms"], out["e2e_ms"])
+    return out
+
+
 # ---------------------------------------------------------------- short kernels
 
 # short_share = sum_{k: pred_ms_k < threshold} count_k * pred_ms_k / sum_k count_k * pred_ms_k

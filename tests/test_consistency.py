@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.consistency import (consistency_table, dataset_priced, gemm_shape, isolated_floor_ms, kernel_floor_ape,
+from lib.consistency import (consistency_table, dataset_priced, dataset_priced_labels, gemm_shape, isolated_floor_ms, kernel_floor_ape,
                              label_small_ew_ms, matched_forecast, matched_forecast_by_device, matched_nodes, node_sum_table,
                              per_sample_ratio, repeat_spread, short_kernel_share, with_dataset_kernels)
 
@@ -195,6 +195,34 @@ def test_real_p100_v100_bert_fc_agree():
     m = matched_nodes(labels, op_classes=("FC",))
     assert len(m) >= 6
     assert np.all((m.ratio >= 0.8) & (m.ratio <= 1.25)), m[["device", "name", "ratio"]]
+
+
+def test_dataset_priced_labels_checks_its_forecast_and_splits_the_phases():
+    from lib import paths
+    from lib.data import load_kernels
+    from lib.devices import device_by_name
+    from lib.forecast import forecast_table
+    from lib.labels import load_labels
+    v100 = "Tesla V100-PCIE-32GB"
+    labels = load_labels()
+    one = labels[(labels.device == v100) & (labels.model == "bert_large") & (labels["mode"] == "training")
+                 & (labels.option == "")].head(1).reset_index(drop=True)
+    r = one.iloc[0]
+    table = forecast_table(paths.MODEL_CONFIGS / "bert_large.json", device_by_name(v100), r.batch, r.seq, "training")
+    kernels = load_kernels(devices=[v100])
+    by_hand = with_dataset_kernels(table, kernels)
+    other = labels[labels.device == "Tesla T4"].head(1)     # a GPU whose kernels are not passed: left out
+    got = dataset_priced_labels(pd.concat([one.assign(neusight_ms=table.total_ms.sum()), other.assign(neusight_ms=1.0)]),
+                                kernels).iloc[0]
+    assert len(dataset_priced_labels(other.assign(neusight_ms=1.0), kernels)) == 0
+    assert got.forecast_fw_ms + got.forecast_bw_ms == pytest.approx(table.total_ms.sum())
+    assert got.forecast_bw_ms == pytest.approx(table.loc[table.phase == "bw", "total_ms"].sum()) and got.forecast_bw_ms > 0
+    assert got.dataset_ms == pytest.approx(dataset_priced(by_hand)["dataset_ms"])
+    assert got.dataset_fw_ms + got.dataset_bw_ms == pytest.approx(got.dataset_ms)
+    assert got.dataset_ape_pct == pytest.approx(abs(got.dataset_ms - r.e2e_ms) / r.e2e_ms * 100)
+    assert (got.fw_ms, got.bw_ms) == (r.fw_ms, r.bw_ms)
+    with pytest.raises(ValueError, match="the kernel table sums to"):     # a forecast made with other models
+        dataset_priced_labels(one.assign(neusight_ms=table.total_ms.sum() * 1.01), kernels)
 
 
 def test_split_throughput_by_hand():

@@ -1992,3 +1992,27 @@ def test_05_python_only_node_time():
     says(NB05, f"a median {us.min():.1f}-{us.max():.1f} µs per GPU")
     # each GPU's python-only node takes less than its small element-wise node: a kernel adds time
     assert (floors.label_python_node_ms < floors.label_small_ew_ms).all()
+
+
+def test_06_amd_dataset_priced_reading():
+    """06 cell amd-dataset-priced-read: the MI100's and MI210's labels with the AMD kernel dataset's kernels taken as
+    measured (06-amd-dataset-priced)."""
+    p = table("06-amd-dataset-priced")
+    g = p.groupby(["device", "mode"])
+    kop, share = g["kernel_over_pred"].median(), g["measured_share"].mean()
+    says(NB06, f"the dataset's times are {kop.min():.2f}-{kop.max():.2f} of our forecast of those kernels (median per GPU "
+               f"and mode), which make up {100 * share.min():.0f}-{100 * share.max():.0f}% of a forecast on average")
+    move = lambda dev, mode: (f"{g.get_group((dev, mode))['neusight_ape'].mean():.2f}% -> "
+                              f"{g.get_group((dev, mode))['dataset_ape_pct'].mean():.2f}%")
+    mi100, mi210 = "AMD Instinct MI100", "AMD Instinct MI210"
+    says(NB06, f"inference {move(mi100, 'inference')} (MI100) and {move(mi210, 'inference')} (MI210), training "
+               f"{move(mi100, 'training')} and {move(mi210, 'training')}")
+    tr = p[p["mode"] == "training"]
+    r = lambda dev, what, ph: (tr.loc[tr.device == dev, f"{what}_{ph}_ms"] / tr.loc[tr.device == dev, f"{ph}_ms"]).median()
+    f = lambda dev, what, ph: f"{r(dev, what, ph):.2f}"
+    says(NB06, f"({f(mi100, 'forecast', 'bw')} on the MI100, {f(mi210, 'forecast', 'bw')} on the MI210, medians of "
+               f"forecast / measured) or the dataset does ({f(mi100, 'dataset', 'bw')} and {f(mi210, 'dataset', 'bw')})")
+    says(NB06, f"({f(mi100, 'forecast', 'fw')} and {f(mi100, 'dataset', 'fw')} on the MI100, {f(mi210, 'forecast', 'fw')} "
+               f"and {f(mi210, 'dataset', 'fw')} on the MI210)")
+    assert all(r(d, w, "bw") > 1 for d in (mi100, mi210) for w in ("forecast", "dataset"))    # "ran faster than"
+    assert all(abs(r(d, w, "fw") - 1) <= 0.07 for d in (mi100, mi210) for w in ("forecast", "dataset"))  # "within 7%"

@@ -773,6 +773,17 @@ def test_dataset_priced():
     assert (h200.loc[h200["seq"] == 512, "ratio"] > 1).all() and (h200.loc[h200["seq"] == 2048, "ratio"] < 1).all()
 
 
+def test_amd_dataset_priced():
+    """The MI100's and MI210's labels with the AMD kernel dataset's kernels taken as measured: 06-amd-dataset-priced."""
+    p = table("06-amd-dataset-priced")
+    kop = p.groupby(["device", "mode"])["kernel_over_pred"].median()
+    tr = p[p["mode"] == "training"]
+    say(f"reproduces the AMD kernel dataset (its times are {kop.min():.2f}-{kop.max():.2f} of ours)")
+    say(f"the training labels' mean APE stays at {tr['dataset_ape_pct'].mean():.2f}% (ours: {tr['neusight_ape'].mean():.2f}%)")
+    assert abs(tr["dataset_ape_pct"].mean() - tr["neusight_ape"].mean()) < 0.5                     # "stays"
+    assert ((tr["dataset_bw_ms"] / tr["bw_ms"]).median() > 1)          # "their backward ran faster than its kernels"
+
+
 def test_layernorm_column_sums():
     """Training labels with and without the layernorm backward's column-sum kernel: e2e_backward_traffic."""
     t = table("e2e_backward_traffic")
