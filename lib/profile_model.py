@@ -33,7 +33,8 @@ from . import paths
 from .cli import Parser
 from .model_config import GraphError, check_args, load_config
 from .profile import gpu_folder, refuse_existing, software_folder
-from .profile_ops import OP_KERNEL_COLUMNS, ProfileError, fastest_mean, kernels_by_op
+from .model_kernels import OP_KERNEL_COLUMNS
+from .profile_ops import ProfileError, fastest_mean, kernels_by_op
 
 LABEL_MODES = {"inference": "inf", "training": "train"}
 GRAD_MODE_SUFFIX = "-grad-mode"   # ends the software folder of labels timed with grad mode on in the backward

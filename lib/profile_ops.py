@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import paths
 from .ops import EW_OPS, FP32_BYTES, GEMM_DIMS, GEMM_OPS, VEC_DIMS
+from .model_kernels import OP_KERNEL_COLUMNS   # the columns notebook 05 reads back (lib.model_kernels)
 from .precision import FP16_BYTES, FP16_OPS
 
 VEC_OPS = EW_OPS + ("ln", "softmax")
@@ -252,7 +253,6 @@ def _launches(events: list[dict]) -> dict:
 
 
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")   # trace events that take GPU time
-OP_KERNEL_COLUMNS = ["phase", "op", "input_dims", "kernel", "count", "total_us", "mean_us"]
 
 
 def kernels_by_op(trace: dict, phases=("fw", "bw")) -> "pd.DataFrame":

@@ -148,7 +148,7 @@ def test_kernels_by_op_finds_the_innermost_launching_op_and_phase():
           kernel("sgemm_nn", 4, 5.0), kernel("Memcpy DtoD", 5, 1.5, cat="gpu_memcpy"), kernel("fill", 6, 1.0),
           kernel("no launch", 99, 7.0)]
     t = P.kernels_by_op({"traceEvents": ev})
-    assert list(t.columns) == P.OP_KERNEL_COLUMNS
+    assert list(t.columns) == P.OP_KERNEL_COLUMNS   # imported from lib.model_kernels
     rows = {(r.phase, r.op, r.kernel): (r.input_dims, r.count, r.total_us, r.mean_us) for r in t.itertuples()}
     assert rows == {("fw", "aten::addmm", "sgemm"): ("[[4], [8, 3], [3, 4]]", 1, 9.0, 9.0),   # not aten::linear
                     ("fw", "aten::relu", "relu_kernel"): ("[[8, 4]]", 2, 6.0, 3.0),         # two calls, one row

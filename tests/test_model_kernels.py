@@ -1,0 +1,78 @@
+"""lib.model_kernels: profiles of model runs (lib.profile_model --kernels-out) read back and set beside a forecast."""
+import pandas as pd
+import pytest
+
+from lib import model_kernels as MK
+from lib.model_kernels import OP_KERNEL_COLUMNS
+
+
+def test_op_base_strips_namespace_overload_and_tag():
+    assert MK.op_base("aten::addmm") == "addmm"
+    assert MK.op_base("aten.addmm.default") == "addmm"
+    assert MK.op_base("aten.add.Tensor[sum of grads]") == "add"
+    assert MK.op_base("aten.native_dropout_backward.default[mask->float]") == "native_dropout_backward"
+    assert MK.op_base("") == ""
+
+
+def _profile(rows):
+    return pd.DataFrame(rows, columns=OP_KERNEL_COLUMNS)
+
+
+def test_load_profiles_reads_the_layout_and_names_bad_files(tmp_path):
+    assert list(MK.load_profiles(tmp_path).columns) == MK.SETTING_COLUMNS + OP_KERNEL_COLUMNS   # none: empty
+    folder = tmp_path / "torch2.11.0_cuda13.0" / "NVIDIA_H200"
+    folder.mkdir(parents=True)
+    _profile([("fw", "aten::addmm", "[[4], [8, 3], [3, 4]]", "sgemm", 2, 30.0, 15.0),
+              ("", "", "", "Memcpy HtoD", 1, 2.0, 2.0)]).to_csv(folder / "switchxl4-inf-512-1.csv", index=False)
+    got = MK.load_profiles(tmp_path)
+    assert len(got) == 2 and set(got[["software", "gpu", "model", "mode", "seq", "batch"]].drop_duplicates()
+                                   .itertuples(index=False, name=None)) == {
+        ("torch2.11.0_cuda13.0", "NVIDIA_H200", "switchxl4", "inference", 512, 1)}
+    assert got.loc[1, "op"] == "" and got.loc[1, "phase"] == ""                  # blanks stay blank, not NaN
+    (folder / "notes.csv").write_text("x\n1\n")
+    with pytest.raises(MK.ProfileFileError, match="notes.csv: not named"):
+        MK.load_profiles(tmp_path)
+    (folder / "notes.csv").unlink()
+    pd.DataFrame({"phase": ["fw"]}).to_csv(folder / "bert_large-train-512-2.csv", index=False)
+    with pytest.raises(MK.ProfileFileError, match="bert_large-train-512-2.csv: missing column"):
+        MK.load_profiles(tmp_path)
+
+
+def test_compare_by_hand():
+    profile = _profile([("fw", "aten::addmm", "[]", "sgemm", 2, 350.0, 175.0),
+                        ("fw", "aten::relu", "[]", "relu", 1, 50.0, 50.0),
+                        ("bw", "aten::mm", "[]", "sgemm_nn", 1, 150.0, 150.0),
+                        ("bw", "aten::mm", "[]", "sgemm_nt", 1, 250.0, 250.0),
+                        ("fw", "", "", "Memcpy DtoD", 1, 10.0, 10.0)])
+    table = pd.DataFrame({"aten": ["aten.addmm.default", "aten.relu.default", "aten.mm.default",
+                                   "aten.add.Tensor[sum of grads]"],
+                          "phase": ["fw", "fw", "bw", "bw"], "count": [2, 1, 2, 1], "total_ms": [0.2, 0.05, 0.5, 0.08]})
+    got = MK.compare(profile, table)
+    assert list(got.columns) == MK.COMPARE_COLUMNS
+    rows = [(r.phase, r.op, r.measured_kernels, r.measured_ms, r.forecast_kernels, r.forecast_ms) for r in got.itertuples()]
+    # the largest difference first: addmm 0.15, mm 0.1 (two kernels of one op), add 0.08 (no kernel measured), the
+    # memcpy 0.01 (no op), relu 0
+    assert rows == [("fw", "addmm", 2, pytest.approx(0.35), 2, pytest.approx(0.2)),
+                    ("bw", "mm", 2, pytest.approx(0.4), 2, pytest.approx(0.5)),
+                    ("bw", "add", 0, 0.0, 1, pytest.approx(0.08)),
+                    ("fw", "", 1, pytest.approx(0.01), 0, 0.0),
+                    ("fw", "relu", 1, pytest.approx(0.05), 1, pytest.approx(0.05))]
+    assert got["measured_over_forecast"].tolist()[:3] == pytest.approx([1.75, 0.8, 0.0])
+    assert pd.isna(got.loc[3, "measured_over_forecast"])                   # nothing forecast there
+
+
+def test_a_profile_as_the_collector_writes_it_reads_back(tmp_path):
+    # lib.profile_ops.kernels_by_op's table, written as lib.profile_model writes it, read by load_profiles
+    from lib.profile_ops import kernels_by_op
+    ev = [{"cat": "user_annotation", "name": "fw", "ts": 0, "dur": 50, "tid": 1},
+          {"cat": "cpu_op", "name": "aten::addmm", "ts": 1, "dur": 10, "tid": 1, "args": {"Input Dims": [[4], [8, 3], [3, 4]]}},
+          {"cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2, "tid": 1, "args": {"correlation": 1}},
+          {"cat": "kernel", "name": "sgemm", "ts": 100, "dur": 9.0, "args": {"correlation": 1}},
+          {"cat": "gpu_memcpy", "name": "Memcpy DtoH", "ts": 120, "dur": 1.0, "args": {"correlation": 2}}]
+    written = kernels_by_op({"traceEvents": ev})
+    folder = tmp_path / "torch2.11.0_cuda13.0" / "NVIDIA_H200"
+    folder.mkdir(parents=True)
+    written[OP_KERNEL_COLUMNS].to_csv(folder / "gpt2_large-train-1024-1.csv", index=False)
+    read = MK.load_profiles(tmp_path)
+    pd.testing.assert_frame_equal(read[OP_KERNEL_COLUMNS], written[OP_KERNEL_COLUMNS], check_dtype=False)
+    assert (read["mode"] == "training").all() and (read["seq"] == 1024).all()
