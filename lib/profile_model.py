@@ -2,7 +2,7 @@
 
   python -m lib.profile_model --model MODEL_CONFIG.json --batch B --seq S --mode inference|training
                               [--out-dir data/measured/labels] [--warmup 3] [--repeat 10] [--overwrite]
-                              [--grad-mode] [--kernels-out KERNELS.csv]
+                              [--grad-mode] [--kernels-out [KERNELS.csv]]
 
 The model is the one lib.graph captures for the forecast (lib.graph_capture.build_model: the labels' model class,
 fp32, eager attention as transformers 4.x ran it, random weights, full depth), built on the GPU. Inference: one
@@ -17,7 +17,9 @@ Each latency is the mean of the fastest half of `repeat` CUDA-event-timed passes
 bwall_latency, num_layer), so lib.labels.load_labels(<out-dir>/torch<v>_cuda<v>) reads it like the dataset's labels.
 `--kernels-out` runs one more pass under the PyTorch profiler and writes every kernel it ran (memcpy and memset too),
 added up per phase (fw, bw), launching aten op, its input dims and kernel name (lib.profile_ops.kernels_by_op): what a
-model run spends per kernel, to set beside the forecast's kernel table (lib.forecast --kernels-out).
+model run spends per kernel, to set beside the forecast's kernel table (lib.forecast --kernels-out). Without a path it
+writes <profiles>/torch<v>_cuda<v>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.csv (lib.model_kernels.PROFILES),
+where notebook 05 reads profiles back.
 """
 from __future__ import annotations
 
@@ -33,16 +35,22 @@ from . import paths
 from .cli import Parser
 from .model_config import GraphError, check_args, load_config
 from .profile import gpu_folder, refuse_existing, software_folder
-from .model_kernels import OP_KERNEL_COLUMNS
+from .model_kernels import OP_KERNEL_COLUMNS, PROFILES
 from .profile_ops import ProfileError, fastest_mean, kernels_by_op
 
 LABEL_MODES = {"inference": "inf", "training": "train"}
+DEFAULT_PROFILE = "default"   # kernels_out: the profile's place in lib.model_kernels.PROFILES
 GRAD_MODE_SUFFIX = "-grad-mode"   # ends the software folder of labels timed with grad mode on in the backward
 
 
 def label_path(out_dir: Path, software: str, gpu_name: str, model: str, batch: int, seq: int, mode: str) -> Path:
     """<out_dir>/<software>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.json: the dataset's layout below <software>."""
     return Path(out_dir) / software / gpu_folder(gpu_name) / f"{model}-{LABEL_MODES[mode]}-{seq}-{batch}.json"
+
+
+def profile_path(software: str, gpu_name: str, model: str, batch: int, seq: int, mode: str, root: Path = PROFILES) -> Path:
+    """Where --kernels-out without a path writes a profile: label_path's layout under lib.model_kernels.PROFILES, .csv."""
+    return label_path(root, software, gpu_name, model, batch, seq, mode).with_suffix(".csv")
 
 
 def _input_ids(torch, cfg, batch: int, seq: int, device: str) -> dict:
@@ -117,7 +125,8 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
             kernels_out: Path | None = None) -> dict:
     """Time one model setting on `device` (cuda: GPU 0) and write its label JSON under out_dir (notebook 01);
     grad_mode: the backward as the dataset's labels ran it (time_passes), under <software>-grad-mode;
-    kernels_out: also write the kernels of one profiled pass there (profile_pass), a GPU's only."""
+    kernels_out: also write the kernels of one profiled pass there (profile_pass), a GPU's only; DEFAULT_PROFILE:
+    under lib.model_kernels.PROFILES, laid out as the labels are (label_path)."""
     cfg = load_config(config_path)
     check_args(cfg, batch, seq, mode)
     if grad_mode and mode != "training":
@@ -139,6 +148,8 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
     if kernels_out is not None:
         if device != "cuda":
             raise ProfileError(f"--kernels-out lists the GPU kernels of a pass: it needs device 'cuda' (got {device!r})")
+        if kernels_out == DEFAULT_PROFILE:
+            kernels_out = profile_path(software, gpu, cfg.name, batch, seq, mode)
         refuse_existing(Path(kernels_out), overwrite)
     torch.manual_seed(0)
     kernels = None
@@ -193,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overwrite", action="store_true", help="replace an existing label file")
     ap.add_argument("--grad-mode", action="store_true",
                     help="run the backward with grad mode on (create_graph=True), as the dataset's labels ran it")
-    ap.add_argument("--kernels-out", type=Path, help="also write the GPU kernels of one profiled pass to this CSV")
+    ap.add_argument("--kernels-out", nargs="?", const=DEFAULT_PROFILE,
+                    help="also write the GPU kernels of one profiled pass to this CSV (no path: under "
+                         "data/measured/model-kernels/, where notebook 05 reads them)")
     a = ap.parse_args(argv)
     try:
         if a.repeat < 1 or a.warmup < 0:

@@ -91,6 +91,25 @@ def test_kernels_out_needs_a_gpu_and_writes_nothing_without_one(tmp_path):
     assert not (tmp_path / "labels").exists() and not (tmp_path / "k.csv").exists()
 
 
+def test_kernels_out_without_a_path_goes_where_notebook_05_reads_profiles(tmp_path, monkeypatch):
+    from lib import model_kernels
+    path = PM.profile_path("torch2.11.0_cuda13.0", "NVIDIA H200", "switchxl4", 1, 512, "inference", root=tmp_path)
+    assert path == tmp_path / "torch2.11.0_cuda13.0" / "NVIDIA_H200" / "switchxl4-inf-512-1.csv"
+    assert PM.profile_path("s", "g", "m", 1, 8, "training").parent.parent.parent == model_kernels.PROFILES
+    # a file there reads back as that setting (lib.model_kernels.load_profiles)
+    path.parent.mkdir(parents=True)
+    path.write_text(",".join(model_kernels.OP_KERNEL_COLUMNS) + "\nfw,aten::mm,[],sgemm,1,5.0,5.0\n")
+    got = model_kernels.load_profiles(tmp_path).iloc[0]
+    assert (got.gpu, got.model, got["mode"], got.seq, got.batch) == ("NVIDIA_H200", "switchxl4", "inference", 512, 1)
+    seen = {}
+    monkeypatch.setattr(PM, "measure", lambda *a, **k: seen.update(k) or {})
+    cfg = _write(tmp_path, TINY_GPT2, "tiny_gpt2")
+    args = ["--model", str(cfg), "--batch", "1", "--seq", "8", "--mode", "inference"]
+    assert PM.main(args + ["--kernels-out"]) == 0 and seen["kernels_out"] == PM.DEFAULT_PROFILE
+    assert PM.main(args + ["--kernels-out", "k.csv"]) == 0 and seen["kernels_out"] == "k.csv"
+    assert PM.main(args) == 0 and seen["kernels_out"] is None
+
+
 def test_profiled_pass_names_its_phases_as_kernels_by_op_reads_them(tmp_path):
     # A real (CPU) profile of one annotated training pass: kernels_by_op finds its fw / bw ranges and aten ops. A CPU
     # runs no kernel, so one is planted, launched from inside the backward's first aten::mm.
