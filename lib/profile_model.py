@@ -39,7 +39,7 @@ from .model_kernels import OP_KERNEL_COLUMNS, PROFILES
 from .profile_ops import ProfileError, fastest_mean, kernels_by_op
 
 LABEL_MODES = {"inference": "inf", "training": "train"}
-DEFAULT_PROFILE = "default"   # kernels_out: the profile's place in lib.model_kernels.PROFILES
+DEFAULT_PROFILE = "<model-kernels>"   # kernels_out: the profile's place under lib.model_kernels.PROFILES (no file is named so)
 GRAD_MODE_SUFFIX = "-grad-mode"   # ends the software folder of labels timed with grad mode on in the backward
 
 
@@ -122,7 +122,7 @@ def profile_pass(torch, model, inputs: dict, mode: str, device: str, grad_mode: 
 
 def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None = None, warmup: int = 3,
             repeat: int = 10, device: str = "cuda", overwrite: bool = False, grad_mode: bool = False,
-            kernels_out: Path | None = None) -> dict:
+            kernels_out: Path | str | None = None) -> dict:
     """Time one model setting on `device` (cuda: GPU 0) and write its label JSON under out_dir (notebook 01);
     grad_mode: the backward as the dataset's labels ran it (time_passes), under <software>-grad-mode;
     kernels_out: also write the kernels of one profiled pass there (profile_pass), a GPU's only; DEFAULT_PROFILE:
