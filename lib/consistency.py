@@ -344,6 +344,40 @@ def dataset_priced_labels(evaluated: pd.DataFrame, kernels: pd.DataFrame, cfg_by
     return out
 
 
+# Per group of dataset_priced_labels rows: labels; measured_share (mean); kernel_over_pred (median); neusight_ape and
+# dataset_ape_pct (means); and per phase ph (fw, bw) the medians of forecast_ph_ms / ph_ms and dataset_ph_ms / ph_ms
+# (bw: NaN for inference, which has no backward)
+def dataset_priced_summary(priced: pd.DataFrame, by) -> pd.DataFrame:
+    """dataset_priced_labels rows summed up per group `by` (notebooks 05, 06)."""
+    ratios = pd.DataFrame({f"{what}_{ph}": priced[f"{what}_{ph}_ms"] / priced[f"{ph}_ms"].where(priced[f"{ph}_ms"] > 0)
+                           for ph in ("fw", "bw") for what in ("forecast", "dataset")})
+    g = priced.assign(**ratios).groupby(by)
+    out = g.agg(labels=("e2e_ms", "size"), measured_share=("measured_share", "mean"),
+                kernel_over_pred=("kernel_over_pred", "median"), neusight_ape=("neusight_ape", "mean"),
+                dataset_ape_pct=("dataset_ape_pct", "mean"))
+    return out.join(g[list(ratios.columns)].median())
+
+
+# Does a label that runs longer measure slower against the kernel dataset's kernels (and against our forecast)?
+#   per GPU and mode with at least min_labels labels: Spearman's rho of e2e_ms with e2e_ms / dataset_ms (rho_vs_dataset)
+#   and with e2e_ms / neusight_ms (rho_vs_forecast);
+#   pooled ('ALL', and 'ALL but SwitchTransformer'): each label's rank of e2e_ms within its GPU and mode (0-1) in place
+#   of e2e_ms
+def duration_offset(priced: pd.DataFrame, min_labels: int = 4) -> pd.DataFrame:
+    """Run time against measured / forecast, Spearman's rho per GPU and mode and pooled (notebook 05)."""
+    slow = priced.assign(vs_dataset=priced["e2e_ms"] / priced["dataset_ms"],
+                         vs_forecast=priced["e2e_ms"] / priced["neusight_ms"],
+                         within=priced.groupby(["device", "mode"])["e2e_ms"].rank(pct=True))
+    rho = lambda f, by: {"labels": len(f), "rho_vs_dataset": f[by].corr(f["vs_dataset"], method="spearman"),
+                         "rho_vs_forecast": f[by].corr(f["vs_forecast"], method="spearman")}
+    rows = {k: rho(f, "e2e_ms") for k, f in slow.groupby(["device", "mode"]) if len(f) >= min_labels}
+    rows[("ALL", "pooled")] = rho(slow, "within")
+    rows[("ALL but SwitchTransformer", "pooled")] = rho(slow[slow["model"] != "switchxl4"], "within")
+    out = pd.DataFrame.from_dict(rows, orient="index")
+    out.index = pd.MultiIndex.from_tuples(out.index, names=["device", "mode"])
+    return out
+
+
 # ---------------------------------------------------------------- short kernels
 
 # short_share = sum_{k: pred_ms_k < threshold} count_k * pred_ms_k / sum_k count_k * pred_ms_k

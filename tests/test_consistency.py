@@ -3,7 +3,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib.consistency import (consistency_table, dataset_priced, dataset_priced_labels, gemm_shape, isolated_floor_ms, kernel_floor_ape,
+from lib.consistency import (consistency_table, dataset_priced, dataset_priced_labels, dataset_priced_summary,
+                             duration_offset, gemm_shape, isolated_floor_ms, kernel_floor_ape,
                              label_small_ew_ms, matched_forecast, matched_forecast_by_device, matched_nodes, node_sum_table,
                              per_sample_ratio, repeat_spread, short_kernel_share, with_dataset_kernels)
 
@@ -223,6 +224,38 @@ def test_dataset_priced_labels_checks_its_forecast_and_splits_the_phases():
     assert (got.fw_ms, got.bw_ms) == (r.fw_ms, r.bw_ms)
     with pytest.raises(ValueError, match="the kernel table sums to"):     # a forecast made with other models
         dataset_priced_labels(one.assign(neusight_ms=table.total_ms.sum() * 1.01), kernels)
+
+
+def test_dataset_priced_summary_and_duration_offset_by_hand():
+    # four labels of one GPU (two inference, two training) and one of another; run times rise with measured / dataset
+    rows = [("G", "a", "inference", 100.0, 100.0, 0.0, 110.0, 125.0, 0.5, 1.0, 10.0, 25.0, 110.0, 125.0, 0.0, 0.0),
+            ("G", "b", "inference", 200.0, 200.0, 0.0, 190.0, 200.0, 0.7, 1.2, 5.0, 0.0, 190.0, 200.0, 0.0, 0.0),
+            ("G", "c", "inference", 400.0, 400.0, 0.0, 380.0, 360.0, 0.6, 1.1, 5.0, 10.0, 380.0, 360.0, 0.0, 0.0),
+            ("G", "switchxl4", "inference", 800.0, 800.0, 0.0, 700.0, 640.0, 0.9, 0.8, 12.5, 20.0, 700.0, 640.0, 0.0, 0.0),
+            ("H", "a", "training", 300.0, 100.0, 200.0, 330.0, 300.0, 0.4, 1.0, 10.0, 0.0, 90.0, 80.0, 240.0, 220.0)]
+    p = pd.DataFrame(rows, columns=["device", "model", "mode", "e2e_ms", "fw_ms", "bw_ms", "neusight_ms", "dataset_ms",
+                                    "measured_share", "kernel_over_pred", "neusight_ape", "dataset_ape_pct",
+                                    "forecast_fw_ms", "dataset_fw_ms", "forecast_bw_ms", "dataset_bw_ms"])
+    s = dataset_priced_summary(p, ["device", "mode"])
+    g = s.loc[("G", "inference")]
+    assert g.labels == 4 and g.measured_share == pytest.approx(0.675) and g.kernel_over_pred == pytest.approx(1.05)
+    assert g.neusight_ape == pytest.approx(8.125) and g.dataset_ape_pct == pytest.approx(13.75)
+    assert g.forecast_fw == pytest.approx(0.95)                  # median of 1.1, 0.95, 0.95, 0.875
+    assert g.dataset_fw == pytest.approx((1.0 + 0.9) / 2) and np.isnan(g.forecast_bw) and np.isnan(g.dataset_bw)
+    h = s.loc[("H", "training")]
+    assert (h.forecast_fw, h.dataset_fw, h.forecast_bw, h.dataset_bw) == pytest.approx((0.9, 0.8, 1.2, 1.1))
+    d = duration_offset(p)
+    assert list(d.index) == [("G", "inference"), ("ALL", "pooled"), ("ALL but SwitchTransformer", "pooled")]
+    # G: measured / dataset = 0.8, 1.0, 1.11, 1.25 rises with the run time: rho 1; measured / forecast = 0.909, 1.053,
+    # 1.053, 1.143: rho of ranks (1, 2.5, 2.5, 4) with (1, 2, 3, 4)
+    assert d.loc[("G", "inference"), "rho_vs_dataset"] == pytest.approx(1.0)
+    assert d.loc[("G", "inference"), "rho_vs_forecast"] == pytest.approx(
+        pd.Series([1, 2, 3, 4]).corr(pd.Series([1, 2.5, 2.5, 4]), method="spearman"))
+    assert d.loc[("G", "inference"), "labels"] == 4 and d.loc[("ALL", "pooled"), "labels"] == 5
+    # pooled over within-group ranks: H's one label has rank 1.0 (its group's longest) at measured / dataset 1.0
+    within, vs = pd.Series([0.25, 0.5, 0.75, 1.0, 1.0]), pd.Series([0.8, 1.0, 400 / 360, 1.25, 1.0])
+    assert d.loc[("ALL", "pooled"), "rho_vs_dataset"] == pytest.approx(within.corr(vs, method="spearman"))
+    assert d.loc[("ALL but SwitchTransformer", "pooled"), "labels"] == 4
 
 
 def test_split_throughput_by_hand():
