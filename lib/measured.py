@@ -211,6 +211,11 @@ def collector_specs(root: Path | str = paths.MEASURED) -> pd.DataFrame:
     return df.assign(ratio=df["collector"] / df["spec_json"])
 
 
+# Training labels timed with autograd's grad mode on in the backward (lib.profile_model --grad-mode) lie under
+# labels/<software>-grad-mode/, apart from the plain ones
+GRAD_MODE_SUFFIX = "-grad-mode"
+
+
 def measured_labels(root: Path | str = paths.MEASURED / "labels") -> pd.DataFrame:
     """lib.labels.load_labels rows of every root/<software>/<GPU folder>/*.json, software first; empty if none
     (notebook 05). A file named unlike a label, or of a model with no config in DLmodel_configs/, is an error."""

@@ -2,6 +2,7 @@
 
   python -m lib.profile_all [--params params/full/01-profile-kernels.yaml] [--budget-s S] [--archive OUT.tgz]
                             [--flush-l2 | --gpu-busy] [--dtype fp32|fp16]
+                            [--model-kernels] [--grad-mode] [--models NAME,...]
 
 The parameters are notebook 01's (profile_ops, profile_dims, profile_out_dir, profile_overwrite, profile_sample,
 profile_max_seconds, profile_models_max, seed): its parameters cell, then the YAML, so a GPU lent for minutes (a
@@ -14,7 +15,11 @@ at the end, also after an error, Ctrl-C or SIGTERM (a timeout's), so what was me
 1 if an op or a setting failed, 2 on bad input, 130 when interrupted. --flush-l2 (the L2 flushed before every timed
 call), --gpu-busy (every timed call queued behind a busy GPU, so its launch gap is not timed) and --dtype fp16 (the
 GEMM ops alone, on tensor cores) time kernel ops alone, with the whole budget, into a subfolder of the run folder
-(lib.measured.kernel_folder): the model settings are the dataset's, fp32 and unflushed.
+(lib.measured.kernel_folder): the model settings are the dataset's, fp32 and unflushed. --model-kernels and
+--grad-mode time model settings alone, with the whole budget: --model-kernels profiles each setting once more
+(lib.profile_model --kernels-out) and writes its kernels and its label JSON under <out dir>/model-kernels/ (a second
+run of the setting, beside the labels'), --grad-mode the training settings with grad mode on in the backward (labels
+under <software>-grad-mode); --models keeps the settings of the named models only.
 """
 from __future__ import annotations
 
@@ -103,6 +108,18 @@ def round_robin(settings: list[tuple]) -> list[tuple]:
     return [s for group in itertools.zip_longest(*by_model.values()) for s in group if s is not None]
 
 
+def pick_settings(settings: list[tuple], models: list[str] | None = None, training_only: bool = False) -> list[tuple]:
+    """(model, mode, batch, seq) settings of the named models only (None: all), training ones only if asked;
+    ProfileError naming a model that has no setting."""
+    if models:
+        unknown = sorted(set(models) - {s[0] for s in settings})
+        if unknown:
+            raise ProfileError(f"--models: no label setting of {', '.join(unknown)} "
+                               f"(known: {', '.join(sorted({s[0] for s in settings}))})")
+        settings = [s for s in settings if s[0] in models]
+    return [s for s in settings if s[1] == "training"] if training_only else settings
+
+
 def empty_result() -> dict:
     """What profile_all fills as it goes (see there)."""
     return {"kernel_csvs": [], "kept": [], "labels": [], "partial": [], "skipped": [], "failed": []}
@@ -110,7 +127,8 @@ def empty_result() -> dict:
 
 def profile_all(params: dict, budget_s: float | None = None, clock=time.monotonic, after_each=None,
                 result: dict | None = None, flush_l2: bool = False, dtype: str = "fp32",
-                gpu_busy: bool = False) -> dict:
+                gpu_busy: bool = False, model_kernels: bool = False, grad_mode: bool = False,
+                models: list[str] | None = None) -> dict:
     """Measure notebook 01's kernels and label settings on GPU 0 into the folders of data/measured/README.md (notebook 01).
 
     Returns `result` (empty_result() if None), filled as the run goes, so an interrupted run still has it:
@@ -121,15 +139,21 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     and the run goes on (a GPU lent for minutes is not lent twice), unless it left the GPU unusable.
     `after_each()` runs after every op and setting (the command packs its archive there). flush_l2, gpu_busy or dtype
     fp16: the kernel ops alone (fp16: the GEMMs), timed so (lib.profile.collect) into <run folder>/<kernel_folder>,
-    with the whole budget.
+    with the whole budget. model_kernels or grad_mode: the model settings alone, with the whole budget (module
+    docstring); models: those models' settings only.
     """
     from .profile import (WARM_UP_S, check_before, collect, error_line, kernel_folder, require_cuda, run_folder,
                           sample_shapes, warm_up_clocks, write_device_json)
-    from .profile_model import label_settings, measure
+    from .model_kernels import PROFILES
+    from .profile_model import DEFAULT_PROFILE, label_settings, measure
     check_before(flush_l2, gpu_busy)
+    kernels_only = bool(kernel_folder(flush_l2, dtype, gpu_busy))   # no model setting is timed unlike the dataset
+    settings_only = model_kernels or grad_mode
+    if kernels_only and settings_only:
+        raise ProfileError("--flush-l2, --gpu-busy and --dtype fp16 time kernel ops alone, --model-kernels and "
+                           "--grad-mode model settings alone: run them separately")
     torch = require_cuda()
     start = clock()
-    kernels_only = bool(kernel_folder(flush_l2, dtype, gpu_busy))   # no model setting is timed unlike the dataset
     kernel_end = None if budget_s is None else start + (1.0 if kernels_only else KERNEL_SHARE) * budget_s
     out_dir = paths.ROOT / params["profile_out_dir"]
     run_dir = out_dir / run_folder(torch)
@@ -160,7 +184,7 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     if params["profile_overwrite"] or not (run_dir / "device.json").exists():
         write_device_json(torch, run_dir / "device.json")
     warm_up_clocks(torch, WARM_UP_S)     # the first op's first shapes at the boost clock, not the idle one
-    ops = gemms_last([op for op in params["profile_ops"] if dtype == "fp32" or op in FP16_OPS])
+    ops = [] if settings_only else gemms_last([op for op in params["profile_ops"] if dtype == "fp32" or op in FP16_OPS])
     for i, op in enumerate(ops):
         out_csv = kernel_dir / f"{op}.csv"
         if out_csv.exists() and not params["profile_overwrite"]:
@@ -194,9 +218,15 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
     if kernels_only:
         return result
     try:
-        settings = round_robin(label_settings(params["profile_models_max"]))
+        settings = label_settings(params["profile_models_max"])
     except Exception as e:  # noqa: BLE001  e.g. the dataset's label folder was not carried along
         raise ProfileError(f"cannot list the label settings from {paths.LABELS} ({error_line(e)})") from None
+    settings = round_robin(pick_settings(settings, models, training_only=grad_mode))
+    # --model-kernels: the setting's label JSON beside its profile, so each profile has the latency of its own run
+    labels_dir = out_dir / (PROFILES.name if model_kernels else "labels")
+    extra = {"grad_mode": True} if grad_mode else {}
+    if model_kernels:
+        extra |= {"kernels_out": DEFAULT_PROFILE, "profiles": out_dir / PROFILES.name}
     for n, setting in enumerate(settings):
         what = " ".join(map(str, setting))
         if budget_s is not None and clock() - start > budget_s:
@@ -205,8 +235,8 @@ def profile_all(params: dict, budget_s: float | None = None, clock=time.monotoni
             break
         model, mode, batch, seq = setting
         try:
-            result["labels"].append(measure(paths.MODEL_CONFIGS / f"{model}.json", batch, seq, mode,
-                                            out_dir / "labels", overwrite=params["profile_overwrite"]))
+            result["labels"].append(measure(paths.MODEL_CONFIGS / f"{model}.json", batch, seq, mode, labels_dir,
+                                            overwrite=params["profile_overwrite"], **extra))
         except ProfileError as e:   # out of memory on a smaller GPU, or measured before: that setting only
             note("skipped", f"{what}: {e}")
         except KeyboardInterrupt:
@@ -253,6 +283,13 @@ def main(argv: list[str] | None = None) -> int:
                          "L2 as it was), into <run folder>/gpu-busy")
     ap.add_argument("--dtype", default="fp32", choices=tuple(DTYPE_BYTES),
                     help="fp16: time the GEMM ops alone, on tensor cores, into <run folder>/fp16")
+    ap.add_argument("--model-kernels", action="store_true",
+                    help="time the model settings alone, each profiled once more: its kernels and label JSON under "
+                         "<out dir>/model-kernels")
+    ap.add_argument("--grad-mode", action="store_true",
+                    help="time the training settings alone, the backward with grad mode on, as the dataset's labels ran it")
+    ap.add_argument("--models", type=lambda v: [m for m in v.split(",") if m], default=None,
+                    help="comma-separated model names (DLmodel_configs/ stems): their settings only")
     a = ap.parse_args(argv)
     if a.budget_s is not None and a.budget_s <= 0:
         ap.error("--budget-s must be positive")
@@ -268,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         before = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             profile_all(params, a.budget_s, after_each=pack, result=result, flush_l2=a.flush_l2, dtype=a.dtype,
-                        gpu_busy=a.gpu_busy)
+                        gpu_busy=a.gpu_busy, model_kernels=a.model_kernels, grad_mode=a.grad_mode, models=a.models)
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -23,6 +23,7 @@ where notebook 05 reads profiles back.
 """
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from . import paths
 from .cli import Parser
+from .measured import GRAD_MODE_SUFFIX
 from .model_config import GraphError, check_args, load_config
 from .profile import gpu_folder, refuse_existing, software_folder
 from .model_kernels import OP_KERNEL_COLUMNS, PROFILES
@@ -40,7 +42,6 @@ from .profile_ops import ProfileError, fastest_mean, kernels_by_op
 
 LABEL_MODES = {"inference": "inf", "training": "train"}
 DEFAULT_PROFILE = "<model-kernels>"   # kernels_out: the profile's place under lib.model_kernels.PROFILES (no file is named so)
-GRAD_MODE_SUFFIX = "-grad-mode"   # ends the software folder of labels timed with grad mode on in the backward
 
 
 def label_path(out_dir: Path, software: str, gpu_name: str, model: str, batch: int, seq: int, mode: str) -> Path:
@@ -122,11 +123,11 @@ def profile_pass(torch, model, inputs: dict, mode: str, device: str, grad_mode: 
 
 def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None = None, warmup: int = 3,
             repeat: int = 10, device: str = "cuda", overwrite: bool = False, grad_mode: bool = False,
-            kernels_out: Path | str | None = None) -> dict:
+            kernels_out: Path | str | None = None, profiles: Path = PROFILES) -> dict:
     """Time one model setting on `device` (cuda: GPU 0) and write its label JSON under out_dir (notebook 01);
     grad_mode: the backward as the dataset's labels ran it (time_passes), under <software>-grad-mode;
     kernels_out: also write the kernels of one profiled pass there (profile_pass), a GPU's only; DEFAULT_PROFILE:
-    under lib.model_kernels.PROFILES, laid out as the labels are (label_path)."""
+    under `profiles` (lib.model_kernels.PROFILES), laid out as the labels are (label_path)."""
     cfg = load_config(config_path)
     check_args(cfg, batch, seq, mode)
     if grad_mode and mode != "training":
@@ -149,8 +150,13 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
         if device != "cuda":
             raise ProfileError(f"--kernels-out lists the GPU kernels of a pass: it needs device 'cuda' (got {device!r})")
         if kernels_out == DEFAULT_PROFILE:
-            kernels_out = profile_path(software, gpu, cfg.name, batch, seq, mode)
+            kernels_out = profile_path(software, gpu, cfg.name, batch, seq, mode, profiles)
         refuse_existing(Path(kernels_out), overwrite)
+    if device == "cuda":
+        # what an earlier setting left once its error was dropped (an out-of-memory error's traceback holds a pass's
+        # tensors; a grad-mode backward cut short leaves parameter <-> gradient cycles only the collector frees)
+        gc.collect()
+        torch.cuda.empty_cache()
     torch.manual_seed(0)
     kernels = None
     model = None
@@ -164,8 +170,11 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
     except torch.cuda.OutOfMemoryError as e:
         raise ProfileError(f"{cfg.name} {mode} batch {batch} seq {seq}: out of GPU memory ({str(e).splitlines()[0]})") from None
     finally:
+        if model is not None:
+            model.zero_grad(set_to_none=True)   # a pass cut short by an error leaves grad mode's cycles behind
         del model                   # the next setting gets the whole GPU
         if device == "cuda":
+            gc.collect()
             torch.cuda.empty_cache()
     from importlib.metadata import version
     label = {"num_layer": int(sum(cfg.num_layers)), "e2e_latency": fw_ms + bw_ms, "fw_latency": fw_ms,

@@ -78,6 +78,7 @@ class FakeRun:
     def __init__(self, monkeypatch, tmp_path, op_s=10.0, model_s=30.0, fail=(), settings=None, short=(),
                  breaks=None):
         self.now, self.calls, self.fail, self.broken, self.flushed, self.dtypes = 0.0, [], set(fail), False, [], []
+        self.measured = []      # (out_dir, keyword arguments) of each measure() call
         self.settings = settings or [("a", "inference", 1, 8), ("a", "training", 1, 8), ("b", "inference", 1, 8)]
         gpu = types.SimpleNamespace(cuda=types.SimpleNamespace(synchronize=self.synchronize))
         monkeypatch.setattr(P, "require_cuda", lambda: gpu)
@@ -102,8 +103,9 @@ class FakeRun:
             out_csv.parent.mkdir(parents=True, exist_ok=True)
             out_csv.write_text("OPName,Latency\n" + f"{ops[0]},1.0\n" * (2 if ops[0] in short else 5))
 
-        def measure(config, batch, seq, mode, out_dir, overwrite):
+        def measure(config, batch, seq, mode, out_dir, overwrite, **kw):
             self.calls.append(("measure", config.stem, mode, batch))
+            self.measured.append((out_dir, kw))
             self.now += model_s
             if config.stem in self.fail:
                 self.broken = config.stem == breaks
@@ -231,6 +233,42 @@ def test_an_fp16_run_times_the_gemms_alone_into_their_own_folder(monkeypatch, tm
     run = FakeRun(monkeypatch, tmp_path / "both")
     out = PA.profile_all(run.params, clock=run.clock, flush_l2=True, dtype="fp16")
     assert [p.parent.name for p in out["kernel_csvs"]] == ["fp16-flush-l2"] * 2 and run.flushed == ["flush"] * 2
+
+
+def test_a_model_kernels_run_profiles_the_settings_alone_with_the_whole_budget(monkeypatch, tmp_path):
+    # --model-kernels: no kernel op; every setting (the whole budget: 100 s, settings of 40 s start at 0, 40 and 80 s),
+    # each profiled, its label JSON and profile under <out dir>/model-kernels (beside each other, not the labels')
+    run = FakeRun(monkeypatch, tmp_path, model_s=40.0)
+    out = PA.profile_all(run.params, budget_s=100, clock=run.clock, model_kernels=True)
+    assert run.ran("collect") == [] and out["kernel_csvs"] == [] and len(out["labels"]) == 3
+    profiles = tmp_path / "measured" / "model-kernels"
+    assert run.measured == [(profiles, {"kernels_out": PM.DEFAULT_PROFILE, "profiles": profiles})] * 3
+    # --grad-mode: the training settings alone, grad mode on, their labels beside the plain ones (measure puts them
+    # under <software>-grad-mode); with --model-kernels too, profiled as well
+    run = FakeRun(monkeypatch, tmp_path / "grad")
+    out = PA.profile_all(run.params, clock=run.clock, grad_mode=True)
+    assert run.ran("measure") == [("a", "training", 1)] and run.ran("collect") == []
+    assert run.measured == [(tmp_path / "grad" / "measured" / "labels", {"grad_mode": True})]
+    run = FakeRun(monkeypatch, tmp_path / "both")
+    PA.profile_all(run.params, clock=run.clock, grad_mode=True, model_kernels=True)
+    assert run.measured[0][1]["grad_mode"] and run.measured[0][1]["kernels_out"] == PM.DEFAULT_PROFILE
+    with pytest.raises(P.ProfileError, match="run them separately"):    # kernels alone and settings alone: refused
+        PA.profile_all(run.params, clock=run.clock, gpu_busy=True, model_kernels=True)
+
+
+def test_models_keeps_the_named_models_settings_and_names_an_unknown_one(monkeypatch, tmp_path, capsys):
+    settings = [("a", "inference", 1, 8), ("a", "training", 1, 8), ("b", "inference", 1, 8)]
+    assert PA.pick_settings(settings, ["b"]) == [("b", "inference", 1, 8)]
+    assert PA.pick_settings(settings, None, training_only=True) == [("a", "training", 1, 8)]
+    assert PA.pick_settings(settings, []) == settings
+    with pytest.raises(P.ProfileError, match="--models: no label setting of c, d \\(known: a, b\\)"):
+        PA.pick_settings(settings, ["a", "d", "c"])
+    run = FakeRun(monkeypatch, tmp_path)     # the command passes its flags through
+    params = run.params_file(tmp_path)
+    assert PA.main(["--params", str(params), "--model-kernels", "--models", "b"]) == 0
+    assert run.ran("measure") == [("b", "inference", 1)] and run.measured[0][1]["kernels_out"] == PM.DEFAULT_PROFILE
+    assert PA.main(["--params", str(params), "--grad-mode", "--models", "c"]) == 2
+    assert "error: --models: no label setting of c" in capsys.readouterr().err
 
 
 def test_existing_measurements_are_kept_unless_overwrite(monkeypatch, tmp_path):
