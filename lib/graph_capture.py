@@ -31,6 +31,24 @@ def _tensor_info(t) -> tuple:
     return tuple(t.shape), int(nbytes), str(t.dtype).replace("torch.", "")
 
 
+def _read_strides(tensors: list, out) -> list:
+    """Each tensor's stride (elements) along the dimension an element-wise kernel walks innermost, the one in which
+    `out` has its smallest stride (TensorIterator orders its loops by the output's strides); 0 where the tensor is
+    broadcast along it, None where its shape cannot broadcast to `out`'s (a reduction's input, say)."""
+    sized = [d for d in range(out.dim()) if out.shape[d] > 1]
+    if not sized:
+        return [0] * len(tensors)
+    inner = min(sized, key=lambda d: (out.stride()[d], -d))
+    strides = []
+    for t in tensors:
+        d = inner - (out.dim() - t.dim())
+        if t.dim() > out.dim():
+            strides.append(None)
+        else:
+            strides.append(0 if d < 0 or t.shape[d] == 1 else int(t.stride()[d]))
+    return strides
+
+
 class Recorder(TorchDispatchMode):
     """Append one record per aten call: op name, phase, region, block, tensor shapes and bytes."""
 
@@ -56,8 +74,11 @@ class Recorder(TorchDispatchMode):
             return True if t.dtype == torch.bool else (0.0 if t.is_floating_point() else 0)
         out = func(*args, **kwargs)
         if self.on:
-            ins = [_tensor_info(a) for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-            outs = [_tensor_info(o) for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+            in_tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+            out_tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+            ins = [_tensor_info(a) for a in in_tensors]
+            outs = [_tensor_info(o) for o in out_tensors]
+            first_out = out_tensors[0] if out_tensors else in_tensors[0] if in_tensors else None
             if self.where is not None:
                 region, stack, block = "layer", self.where[0], self.where[1]
             else:
@@ -69,6 +90,7 @@ class Recorder(TorchDispatchMode):
             self.records.append({"aten": str(func), "is_view": bool(func.is_view), "phase": self.phase,
                                  "layer": region, "stack": stack, "block": block,
                                  "ins": ins, "outs": outs,
+                                 "read_strides": [] if first_out is None else _read_strides(in_tensors, first_out),
                                  "grad_sum": node is not None and node is self.finished})
         return out
 

@@ -1,11 +1,11 @@
 """Map one recorded aten call to a kernel row of the predictors' op kinds (used by lib.graph, notebook 05).
 
-Op kinds: 'bmm' and 'linear' (GEMMs, upstream naming [B,M,N] @ [B,N,K] -> [B,M,K], N reduced),
-element-wise lib.ops.EW_OPS over [B, H] (H = last dim of the output, B = numel / H), 'softmax' and 'ln'
-(forward and backward: the backward kernels keep the class, phase 'bw'), and 'mem' for everything
-else that launches a kernel (embedding and its backward, gathers/scatters, copies, fills,
-reductions, dropout, a layernorm backward's column sums), costed by `bytes` read + written (a gather reads only
-the rows it picks, a fill reads nothing). View-like ops and allocations launch no kernel and are dropped.
+Op kinds: 'bmm' and 'linear' (GEMMs, upstream naming [B,M,N] @ [B,N,K] -> [B,M,K], N reduced), element-wise
+lib.ops.EW_OPS over [B, H] (H = last dim of the output, B = numel / H), 'softmax' and 'ln' (forward and backward: the
+backward kernels keep the class, phase 'bw'), and 'mem' for everything else that launches a kernel (embedding and its
+backward, gathers/scatters, copies, fills, reductions, dropout, a layernorm backward's column sums, an element-wise
+call that reads an input out of order), costed by `bytes` read + written (a gather reads only the rows it picks, a
+fill reads nothing). View-like ops and allocations launch no kernel and are dropped.
 `kernel_rows` gives every kernel of a call, `classify` its first. Pure python: importing it does not import torch.
 """
 from __future__ import annotations
@@ -59,6 +59,14 @@ DROPOUT_BACKWARD = "native_dropout_backward"
 # end the aten names of the three kernels of a dropout's backward as the labels ran it (kernel_rows)
 MASK_TO_FLOAT, MASK_TIMES_SCALE, GRAD_TIMES_MASK = "[mask->float]", "[mask*scale]", "[grad*mask]"
 
+# An element-wise kernel walks its output in memory order. An input whose elements lie `stride` apart along that
+# innermost dimension (the capture's read_strides: T5's and Switch's relative position bias, a permuted view of
+# [query, key, head]) is read uncoalesced, by PyTorch's indexed, non-vectorized path: neighbouring threads read
+# elements stride x element bytes apart, and the memory moves whole 32-byte sectors, so each such element costs a
+# sector unless neighbours share one. That kernel is priced as a memory-bound 'mem' kernel:
+#     bytes = outputs + contiguous or broadcast inputs + sum over strided inputs of numel x min(|stride| x element bytes, SECTOR_BYTES)
+SECTOR_BYTES = 32
+
 
 def _in_place(aten: str) -> bool:
     """'aten.index_add_.default' -> True: the op writes into its first input."""
@@ -80,6 +88,20 @@ def _vec_dims(shape) -> tuple:
     """[B, H] view of a tensor: H = last dim, B = numel / H."""
     h = shape[-1] if shape else 1
     return _numel(shape) // max(h, 1), h
+
+
+def _strided_read_bytes(r: dict) -> float | None:
+    """Bytes an element-wise call reads when an input is strided along the innermost dimension (SECTOR_BYTES above),
+    else None."""
+    reads, strided = 0.0, False
+    for (shape, nbytes, _), stride in zip(r["ins"], r.get("read_strides") or [None] * len(r["ins"])):
+        numel = _numel(shape)
+        if stride is None or abs(stride) <= 1 or numel <= 1:
+            reads += nbytes
+        else:
+            reads += numel * min(abs(stride) * nbytes / numel, SECTOR_BYTES)
+            strided = True
+    return reads if strided else None
 
 
 def classify(r: dict) -> dict | None:
@@ -118,6 +140,10 @@ def classify(r: dict) -> dict | None:
     elif name in EW_OTHER and out_shape and _numel(out_shape) > 1:
         kind = "add" if len(big_ins) >= 2 else "addu"
     if kind is not None:
+        strided = _strided_read_bytes(r)
+        if strided is not None:
+            row["bytes"] = strided + sum(n for _, n, _ in outs)
+            return row
         b, h = _vec_dims(out_shape)
         row.update(op=kind, B=b, H=h, fusable=True)
         return row

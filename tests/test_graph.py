@@ -432,6 +432,25 @@ def test_tensor_info_counts_the_storage_behind_a_tensor():
     assert _tensor_info(torch.zeros(10, dtype=torch.int64)[:2]) == ((2,), 16, "int64")   # a slice: its own 2
 
 
+def test_read_strides_follow_the_outputs_innermost_dimension():
+    # T5's relative position bias: a [q, k, heads] table permuted to [1, heads, q, k], added into contiguous scores;
+    # along k (the scores' innermost dimension) its elements lie `heads` apart. Adding a mask to the bias itself makes
+    # an output laid out as the bias is, walked along heads: read in order there. A broadcast input reads stride 0.
+    import torch
+    from lib.graph_capture import Recorder, _read_strides
+    heads, q, k = 4, 16, 16
+    bias = torch.zeros(q, k, heads, device="meta").permute(2, 0, 1).unsqueeze(0)
+    scores = torch.zeros(1, heads, q, k, device="meta")
+    with Recorder() as rec:
+        scores.add_(bias)
+        bias + torch.zeros(1, 1, q, k, device="meta")
+        scores.sum(dim=-1)
+    assert [r["read_strides"] for r in rec.records[:1]] == [[1, heads]]
+    assert rec.records[-2]["read_strides"] == [1, 0]        # the bias plus a broadcast mask, in the bias's layout
+    assert _read_strides([scores], torch.zeros(1, heads, q, device="meta")) == [None]   # a reduction's input
+    assert _read_strides([scores], torch.zeros((), device="meta")) == [0]
+
+
 def test_recorder_answers_item_on_meta_with_the_nominal_case():
     # `.item()` has no value on meta: True for masks (e.g. `(mask == 1).all()`), 0 for counts and sums
     import torch

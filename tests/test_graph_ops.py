@@ -55,6 +55,21 @@ def test_elementwise_kinds():
     assert classify(_rec("aten.add.Tensor", [(), ()], [()]))["op"] == "mem"
 
 
+def test_a_strided_input_makes_an_elementwise_kernel_memory_bound_by_sectors():
+    # scores[1, 32, 2048, 2048] += bias, the bias 32 floats (128 bytes) apart along the innermost dimension: each of its
+    # elements costs a 32-byte sector; the scores are read and written in order: 4 + 32 + 4 bytes per element
+    n = 32 * 2048 * 2048
+    rec = _rec("aten.add_.Tensor", [(1, 32, 2048, 2048)] * 2, [(1, 32, 2048, 2048)])
+    row = classify(dict(rec, read_strides=[1, 32]))
+    assert row["op"] == "mem" and row["bytes"] == n * (4 + 32 + 4) and not row["fusable"]
+    # 2 floats apart: 8 bytes per element, not a whole sector
+    assert classify(dict(rec, read_strides=[1, 2]))["bytes"] == n * (4 + 8 + 4)
+    # in order (1) or broadcast (0), or a record without strides (older captures): the element-wise 'add' kernel
+    for strides in ([1, 1], [1, 0], None):
+        row = classify(dict(rec, read_strides=strides) if strides else rec)
+        assert row["op"] == "add" and math.isnan(row["bytes"])
+
+
 def test_everything_else_is_memory_bound_by_bytes():
     # cat([2, 16, 64], [2, 16, 64]) -> [2, 32, 64]: bytes in + bytes out
     row = classify(_rec("aten.cat.default", [(2, 16, 64), (2, 16, 64)], [(2, 32, 64)]))
