@@ -63,8 +63,10 @@ MASK_TO_FLOAT, MASK_TIMES_SCALE, GRAD_TIMES_MASK = "[mask->float]", "[mask*scale
 # innermost dimension (the capture's read_strides: T5's and Switch's relative position bias, a permuted view of
 # [query, key, head]) is read uncoalesced, by PyTorch's indexed, non-vectorized path: neighbouring threads read
 # elements stride x element bytes apart, and the memory moves whole 32-byte sectors, so each such element costs a
-# sector unless neighbours share one. That kernel is priced as a memory-bound 'mem' kernel:
-#     bytes = outputs + contiguous or broadcast inputs + sum over strided inputs of numel x min(|stride| x element bytes, SECTOR_BYTES)
+# sector unless neighbours share one, once per output element (a bias broadcast over the batch is read again for each
+# batch row). That kernel is priced as a memory-bound 'mem' kernel:
+#     bytes = outputs + contiguous or broadcast inputs
+#             + sum over strided inputs of output numel x min(|stride| x element bytes, SECTOR_BYTES)
 SECTOR_BYTES = 32
 
 
@@ -94,12 +96,13 @@ def _strided_read_bytes(r: dict) -> float | None:
     """Bytes an element-wise call reads when an input is strided along the innermost dimension (SECTOR_BYTES above),
     else None."""
     reads, strided = 0.0, False
+    out_numel = _numel(r["outs"][0][0]) if r["outs"] else _numel(r["ins"][0][0])
     for (shape, nbytes, _), stride in zip(r["ins"], r.get("read_strides") or [None] * len(r["ins"])):
         numel = _numel(shape)
         if stride is None or abs(stride) <= 1 or numel <= 1:
             reads += nbytes
         else:
-            reads += numel * min(abs(stride) * nbytes / numel, SECTOR_BYTES)
+            reads += out_numel * min(abs(stride) * nbytes / numel, SECTOR_BYTES)
             strided = True
     return reads if strided else None
 

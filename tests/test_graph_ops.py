@@ -64,6 +64,9 @@ def test_a_strided_input_makes_an_elementwise_kernel_memory_bound_by_sectors():
     assert row["op"] == "mem" and row["bytes"] == n * (4 + 32 + 4) and not row["fusable"]
     # 2 floats apart: 8 bytes per element, not a whole sector
     assert classify(dict(rec, read_strides=[1, 2]))["bytes"] == n * (4 + 8 + 4)
+    # the bias broadcast over a batch of 2: read again for each batch row, a sector per output element
+    rec2 = _rec("aten.add_.Tensor", [(2, 32, 2048, 2048), (1, 32, 2048, 2048)], [(2, 32, 2048, 2048)])
+    assert classify(dict(rec2, read_strides=[1, 32]))["bytes"] == 2 * n * (4 + 32 + 4)
     # in order (1) or broadcast (0), or a record without strides (older captures): the element-wise 'add' kernel
     for strides in ([1, 1], [1, 0], None):
         row = classify(dict(rec, read_strides=strides) if strides else rec)
