@@ -68,6 +68,7 @@ MASK_TO_FLOAT, MASK_TIMES_SCALE, GRAD_TIMES_MASK = "[mask->float]", "[mask*scale
 #     bytes = outputs + contiguous or broadcast inputs
 #             + sum over strided inputs of output numel x min(|stride| x element bytes, SECTOR_BYTES)
 SECTOR_BYTES = 32
+STRIDED_READ = "[strided read]"   # ends the aten name of such a kernel (lib.traffic.sector_read_ms)
 
 
 def _in_place(aten: str) -> bool:
@@ -145,7 +146,7 @@ def classify(r: dict) -> dict | None:
     if kind is not None:
         strided = _strided_read_bytes(r)
         if strided is not None:
-            row["bytes"] = strided + sum(n for _, n, _ in outs)
+            row.update(aten=aten + STRIDED_READ, bytes=strided + sum(n for _, n, _ in outs))
             return row
         b, h = _vec_dims(out_shape)
         row.update(op=kind, B=b, H=h, fusable=True)

@@ -272,3 +272,57 @@ def twin_labels(own_e2e: pd.DataFrame, ev: pd.DataFrame, twins: dict = TWINS) ->
                        pred_over_twin_pred=both["neusight_ms"] / both["twin_neusight_ms"],
                        ape_pct=ape(both["neusight_ms"], both["e2e_ms"]),
                        twin_ape_pct=ape(both["twin_neusight_ms"], both["twin_e2e_ms"]))[TWIN_LABEL_COLUMNS]
+
+
+RUN_KEYS = ["gpu", "device", "model", "mode", "seq", "batch"]   # one setting on one GPU, whatever run timed it
+
+
+# ratio = second / first, per latency (e2e, fw, bw)
+def pair_runs(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
+    """Settings timed in two runs (measured_labels rows, option '' only), side by side: RUN_KEYS, then
+    <e2e|fw|bw>_ms_<first|second> and <e2e|fw|bw>_ratio = second / first (notebook 05)."""
+    cols = ["e2e_ms", "fw_ms", "bw_ms"]
+    a, b = (d[d["option"].fillna("") == ""][RUN_KEYS + cols] for d in (first, second))
+    both = a.merge(b, on=RUN_KEYS, suffixes=("_first", "_second"), validate="1:1")
+    for c in cols:
+        both[c.removesuffix("_ms") + "_ratio"] = both[f"{c}_second"] / both[f"{c}_first"].where(both[f"{c}_first"] > 0)
+    return both
+
+
+def grad_mode_labels(own: pd.DataFrame) -> pd.DataFrame:
+    """The measured_labels rows timed with grad mode on in the backward (software ending GRAD_MODE_SUFFIX)."""
+    return own[own["software"].str.endswith(GRAD_MODE_SUFFIX)]
+
+
+PEAK_MEMORY = paths.MEASURED / "peak-memory.csv"
+PEAK_COLUMNS = ["software", "gpu", "model", "mode", "seq", "batch", "backward", "peak_gib", "outcome"]
+MEMORY_COLUMNS = ["model", "seq", "batch", "grad_mode_peak_gb", "grad_mode_outcome", "plain_peak_gb",
+                  "dataset_gpus", "smallest_dataset_gpu_gb", "grad_mode_fits_there"]
+
+
+def read_peak_memory(path: Path | str = PEAK_MEMORY) -> pd.DataFrame:
+    """data/measured/peak-memory.csv (PEAK_COLUMNS; MeasuredError naming the file if a column is missing)."""
+    df = pd.read_csv(path)
+    if missing := [c for c in PEAK_COLUMNS if c not in df.columns]:
+        raise MeasuredError(f"{path}: missing column(s) {missing}")
+    return df[PEAK_COLUMNS]
+
+
+# peak_gb = peak_gib * 2^30 / 1e9, against the spec JSON's Dev_Mem (GB) of every GPU whose label has the setting;
+# a setting that ran out of memory reached at least its peak
+def memory_against_dataset(peak: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
+    """Each training setting's grad-mode (and plain, where timed) peak memory beside the smallest GPU on which the
+    dataset measured it (lib.labels.load_labels rows): MEMORY_COLUMNS (notebook 05)."""
+    peak = peak[peak["mode"] == "training"].assign(peak_gb=lambda d: d["peak_gib"] * 2**30 / 1e9)
+    keys = ["model", "seq", "batch"]
+    grad = peak[peak["backward"] == "grad mode"][keys + ["peak_gb", "outcome"]].rename(
+        columns={"peak_gb": "grad_mode_peak_gb", "outcome": "grad_mode_outcome"})
+    plain = peak[peak["backward"] == "plain"][keys + ["peak_gb"]].rename(columns={"peak_gb": "plain_peak_gb"})
+    train = labels[(labels["mode"] == "training") & (labels["option"] == "")]
+    mem = {d: device_by_name(d).mem_gb for d in train["device"].unique()}
+    gpus = (train.assign(mem_gb=train["device"].map(mem)).groupby(keys)
+            .agg(dataset_gpus=("device", lambda d: ", ".join(sorted(set(d)))), smallest_dataset_gpu_gb=("mem_gb", "min"))
+            .reset_index())
+    out = grad.merge(plain, on=keys, how="left").merge(gpus, on=keys, how="left", validate="1:1")
+    out["grad_mode_fits_there"] = out["grad_mode_peak_gb"] <= out["smallest_dataset_gpu_gb"]
+    return out[MEMORY_COLUMNS]

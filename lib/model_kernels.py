@@ -67,3 +67,54 @@ def compare(profile: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     out = out.assign(measured_over_forecast=out["measured_ms"] / out["forecast_ms"].where(out["forecast_ms"] > 0))
     order = (out["measured_ms"] - out["forecast_ms"]).abs().sort_values(ascending=False).index
     return out.loc[order, COMPARE_COLUMNS].reset_index(drop=True)
+
+
+SPLIT_COLUMNS = ["short_measured_ms", "short_forecast_ms", "long_measured_ms", "long_forecast_ms", "forecast_only_ms",
+                 "measured_ms", "forecast_ms"]
+
+
+# An op row is short when its kernels took under short_us each in the run: measured_ms * 1000 / measured_kernels < short_us.
+# Rows the run did not launch (measured_kernels 0) are forecast_only. Per setting:
+#     short_* / long_* = sums of measured_ms / forecast_ms over short / other launched rows
+def short_kernel_split(compared: pd.DataFrame, short_us: float = 10.0) -> pd.DataFrame:
+    """compare() rows of many settings (SETTING_COLUMNS + COMPARE_COLUMNS) added up per setting, split by the
+    measured time per kernel of each phase and op: SETTING_COLUMNS + SPLIT_COLUMNS (notebook 05)."""
+    launched = compared["measured_kernels"] > 0
+    us = 1e3 * compared["measured_ms"] / compared["measured_kernels"].where(launched)
+    short = launched & (us < short_us)
+    parts = compared.assign(
+        short_measured_ms=compared["measured_ms"].where(short, 0.0),
+        short_forecast_ms=compared["forecast_ms"].where(short, 0.0),
+        long_measured_ms=compared["measured_ms"].where(launched & ~short, 0.0),
+        long_forecast_ms=compared["forecast_ms"].where(launched & ~short, 0.0),
+        forecast_only_ms=compared["forecast_ms"].where(~launched, 0.0))
+    return parts.groupby(SETTING_COLUMNS, sort=False)[SPLIT_COLUMNS].sum().reset_index()
+
+
+# PyTorch's element-wise kernels: vectorized_elementwise_kernel when every operand is contiguous (or a scalar), else
+# elementwise_kernel, whose threads compute each operand's offset from its strides (a permuted or broadcast operand)
+INDEXED_ELEMENTWISE = "void at::native::elementwise_kernel<"
+VECTORIZED_ELEMENTWISE = "void at::native::vectorized_elementwise_kernel<"
+
+
+def elementwise_paths(profile: pd.DataFrame, op: str) -> pd.DataFrame:
+    """One op's element-wise kernels in profiles (load_profiles rows), per setting, input dims and path ('indexed',
+    'vectorized'): kernels, total_us, mean_us (notebook 05)."""
+    rows = profile[profile["op"] == op]
+    path = pd.Series(pd.NA, index=rows.index, dtype="object")
+    path[rows["kernel"].str.startswith(INDEXED_ELEMENTWISE)] = "indexed"
+    path[rows["kernel"].str.startswith(VECTORIZED_ELEMENTWISE)] = "vectorized"
+    rows = rows.assign(path=path).dropna(subset=["path"])
+    out = (rows.groupby(SETTING_COLUMNS + ["input_dims", "path"], sort=False)
+           .agg(kernels=("count", "sum"), total_us=("total_us", "sum")).reset_index())
+    return out.assign(mean_us=out["total_us"] / out["kernels"])
+
+
+GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm")   # compare()'s op names of the matrix products
+
+
+def op_totals(compared: pd.DataFrame, ops=GEMM_OPS) -> pd.DataFrame:
+    """compare() rows of many settings, those of `ops` added up per setting: SETTING_COLUMNS, measured_ms, forecast_ms
+    (notebook 05)."""
+    rows = compared[compared["op"].isin(ops)]
+    return rows.groupby(SETTING_COLUMNS, sort=False)[["measured_ms", "forecast_ms"]].sum().reset_index()

@@ -11,7 +11,8 @@ A memory-bound kernel's time scales with its traffic, so each is priced from the
     latency = latency_forward(B, H) * (bytes_forward + extra_bytes) / bytes_forward
     extra_bytes(backward) = 4 * B * H        (fp32)
 Also here: what a forecast would be had its backward kernels been priced otherwise (without the traffic rule, without
-a backward's second kernel, with a plain backward's one dropout kernel), which notebook 05 sets beside the labels.
+a backward's second kernel, with a plain backward's one dropout kernel), or its element-wise calls with a strided input
+by their contiguous bytes, which notebook 05 sets beside the labels.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .graph_ops import COLUMN_SUMS, GRAD_TIMES_MASK, MASK_TIMES_SCALE, MASK_TO_FLOAT
+from .graph_ops import COLUMN_SUMS, GRAD_TIMES_MASK, MASK_TIMES_SCALE, MASK_TO_FLOAT, STRIDED_READ
 from .ops import FP32_BYTES
 from .roofline import flops_and_bytes
 
@@ -83,3 +84,19 @@ def grad_mode_dropout_ms(table: pd.DataFrame) -> float:
     plain_ms = cast["total_ms"].to_numpy(float) * (cast_bytes + dx_bytes) / cast_bytes
     three = aten.str.endswith((MASK_TO_FLOAT, MASK_TIMES_SCALE, GRAD_TIMES_MASK)).to_numpy()
     return float(table["total_ms"].to_numpy(float)[three].sum() - plain_ms.sum())
+
+
+def sector_read_ms(table: pd.DataFrame) -> float:
+    """A predicted kernel table's ms that pricing element-wise calls with a strided input by the sectors they move
+    (lib.graph_ops.SECTOR_BYTES) adds over the same 'mem' kernels priced by their contiguous bytes; 0.0 without any
+    (notebook 05)."""
+    # a 'mem' row costs bytes / bandwidth (lib.kernels), so at contiguous bytes it would cost
+    #     contiguous_ms = total_ms * contiguous bytes / bytes,  contiguous bytes = fp32 bytes of every input and output
+    #     added = sum of total_ms - contiguous_ms
+    rows = table[table["aten"].astype(str).str.endswith(STRIDED_READ)]
+    added = 0.0
+    for shapes, nbytes, ms in zip(rows["shapes"], rows["bytes"].to_numpy(float), rows["total_ms"].to_numpy(float)):
+        ins, outs = (ast.literal_eval(part) for part in shapes.split("->"))
+        contiguous = FP32_BYTES * sum(math.prod(s) for s in [*ins, *outs])
+        added += ms * (1 - contiguous / nbytes)
+    return added

@@ -140,3 +140,21 @@ def test_grad_mode_dropout_adds_the_three_kernels_over_a_plain_backwards_one():
     assert three["total_ms"].sum() - grad_mode_dropout_ms(three) == pytest.approx(plain["total_ms"].sum())
     assert grad_mode_dropout_ms(plain) == 0.0
     assert three["total_ms"].sum() > plain["total_ms"].sum()
+
+
+def test_sector_read_ms_is_what_the_sectors_add_over_contiguous_bytes():
+    # scores[1, 32, 64, 64] += bias read 32 floats apart (40 bytes per element against 12 contiguous), priced on the
+    # H200 as a 'mem' kernel: at 12 / 40 of its bytes it would take 12 / 40 of its time, so the rule adds 28 / 40
+    import math
+    from lib.devices import device_by_name
+    from lib.forecast import predict_table
+    from lib.graph_ops import STRIDED_READ, classify
+    from lib.traffic import sector_read_ms
+    shape = (1, 32, 64, 64)
+    n = math.prod(shape)
+    rec = {"aten": "aten.add_.Tensor", "is_view": False, "phase": "fw", "layer": "layer", "stack": 0, "block": 0,
+           "ins": [(shape, 4 * n, "float32")] * 2, "outs": [(shape, 4 * n, "float32")], "read_strides": [1, 32]}
+    table = predict_table(pd.DataFrame([classify(rec)]), device_by_name("NVIDIA H200"))
+    assert table["aten"].iloc[0] == "aten.add_.Tensor" + STRIDED_READ and table["bytes"].iloc[0] == 40 * n
+    assert sector_read_ms(table) == pytest.approx(table["total_ms"].iloc[0] * 28 / 40)
+    assert sector_read_ms(table.assign(aten="aten.add_.Tensor")) == 0.0      # no strided call: nothing added

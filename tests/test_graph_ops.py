@@ -62,6 +62,7 @@ def test_a_strided_input_makes_an_elementwise_kernel_memory_bound_by_sectors():
     rec = _rec("aten.add_.Tensor", [(1, 32, 2048, 2048)] * 2, [(1, 32, 2048, 2048)])
     row = classify(dict(rec, read_strides=[1, 32]))
     assert row["op"] == "mem" and row["bytes"] == n * (4 + 32 + 4) and not row["fusable"]
+    assert row["aten"] == "aten.add_.Tensor[strided read]"         # tagged (lib.traffic.sector_read_ms)
     # 2 floats apart: 8 bytes per element, not a whole sector
     assert classify(dict(rec, read_strides=[1, 2]))["bytes"] == n * (4 + 8 + 4)
     # the bias broadcast over a batch of 2: read again for each batch row, a sector per output element

@@ -222,3 +222,45 @@ def test_tensor_size_and_its_bin_by_hand():
     rows = pd.DataFrame({"B": [2, 1], "H": [1_000_000, 1_000]})
     assert measured.tensor_megabytes(rows).tolist() == pytest.approx([8.0, 0.004])
     assert [(i.left, i.right) for i in measured.tensor_mb(rows)] == [(8, 60), (0, 8)]
+
+
+def _runs(software, rows):
+    """measured_labels rows: (model, mode, e2e, fw, bw) on the H200."""
+    return pd.DataFrame([dict(software=software, gpu="NVIDIA_H200", device="NVIDIA H200", model=m, mode=mode, seq=512,
+                              batch=1, option="", e2e_ms=e2e, fw_ms=fw, bw_ms=bw) for m, mode, e2e, fw, bw in rows])
+
+
+def test_pair_runs_and_grad_mode_labels_by_hand():
+    first = _runs("t", [("a", "training", 30.0, 10.0, 20.0), ("b", "inference", 8.0, 8.0, 0.0),
+                        ("c", "inference", 5.0, 5.0, 0.0)])
+    grad = _runs("t" + measured.GRAD_MODE_SUFFIX, [("a", "training", 33.0, 10.0, 23.0)])
+    own = pd.concat([first, grad], ignore_index=True)
+    assert measured.grad_mode_labels(own)["software"].tolist() == ["t-grad-mode"]
+    second = _runs("u", [("a", "training", 27.0, 9.0, 18.0), ("b", "inference", 8.8, 8.8, 0.0)])
+    got = measured.pair_runs(first, second)             # setting by setting, whatever the software folder
+    assert got["model"].tolist() == ["a", "b"]
+    assert got["e2e_ratio"].tolist() == pytest.approx([0.9, 1.1]) and got["bw_ratio"].tolist()[0] == pytest.approx(0.9)
+    assert pd.isna(got["bw_ratio"].iloc[1])              # no backward: no ratio
+    got = measured.pair_runs(second, grad)
+    assert got["bw_ms_first"].tolist() == [18.0] and got["bw_ratio"].tolist() == pytest.approx([23 / 18])
+
+
+def test_memory_against_dataset_by_hand(tmp_path):
+    # 10 GiB = 10.737 GB fits the V100's 32 GB; 40 GiB = 42.9 GB does not, and the V100 is the smallest GPU that the
+    # dataset measured bert_large training 512 x 8 on
+    peak = tmp_path / "peak.csv"
+    peak.write_text("software,gpu,model,mode,seq,batch,backward,peak_gib,outcome\n"
+                    "t,NVIDIA_H200,bert_large,training,512,2,grad mode,10,timed\n"
+                    "t,NVIDIA_H200,bert_large,training,512,8,grad mode,40,out of memory\n"
+                    "t,NVIDIA_H200,bert_large,training,512,8,plain,20,timed\n")
+    labels = pd.DataFrame([dict(device=d, model="bert_large", mode="training", seq=512, batch=b, option="")
+                           for d in ("Tesla V100-PCIE-32GB", "NVIDIA H100 80GB HBM3") for b in (2, 8)])
+    got = measured.memory_against_dataset(measured.read_peak_memory(peak), labels)
+    assert list(got.columns) == measured.MEMORY_COLUMNS
+    assert got["grad_mode_peak_gb"].tolist() == pytest.approx([10 * 2**30 / 1e9, 40 * 2**30 / 1e9])
+    assert got["grad_mode_fits_there"].tolist() == [True, False] and got["smallest_dataset_gpu_gb"].tolist() == [32, 32]
+    assert pd.isna(got["plain_peak_gb"].iloc[0]) and got["plain_peak_gb"].iloc[1] == pytest.approx(20 * 2**30 / 1e9)
+    assert got["dataset_gpus"].iloc[0] == "NVIDIA H100 80GB HBM3, Tesla V100-PCIE-32GB"
+    peak.write_text("model,peak_gib\nbert_large,1\n")
+    with pytest.raises(measured.MeasuredError, match="peak.csv: missing column"):
+        measured.read_peak_memory(peak)

@@ -76,3 +76,40 @@ def test_a_profile_as_the_collector_writes_it_reads_back(tmp_path):
     read = MK.load_profiles(tmp_path)
     pd.testing.assert_frame_equal(read[OP_KERNEL_COLUMNS], written[OP_KERNEL_COLUMNS], check_dtype=False)
     assert (read["mode"] == "training").all() and (read["seq"] == 1024).all()
+
+
+def test_short_kernel_split_by_hand():
+    # one setting, four op rows: 2 kernels of 3 us each (short), 1 of 50 us, one op the run did not launch, and a
+    # memcpy of 4 us: short = 0.006 + 0.004 ms measured, 0.03 + 0 forecast; long = 0.05 / 0.04; forecast only 0.02
+    setting = dict(software="s", gpu="G", model="m", mode="inference", seq=8, batch=1)
+    compared = pd.DataFrame([("fw", "mul", 2, 0.006, 2, 0.03), ("fw", "addmm", 1, 0.05, 1, 0.04),
+                             ("fw", "clone", 0, 0.0, 3, 0.02), ("fw", "", 1, 0.004, 0, 0.0)],
+                            columns=["phase", "op", "measured_kernels", "measured_ms", "forecast_kernels", "forecast_ms"])
+    compared = compared.assign(**setting)
+    got = MK.short_kernel_split(pd.concat([compared, compared.assign(model="n", forecast_ms=0.0)]))
+    assert list(got.columns) == MK.SETTING_COLUMNS + MK.SPLIT_COLUMNS and got["model"].tolist() == ["m", "n"]
+    row = got.iloc[0]
+    assert [row[c] for c in MK.SPLIT_COLUMNS] == pytest.approx([0.01, 0.03, 0.05, 0.04, 0.02, 0.06, 0.09])
+    assert MK.short_kernel_split(compared, short_us=2.0).iloc[0]["short_measured_ms"] == 0.0   # no kernel under 2 us
+
+
+def test_elementwise_paths_tell_indexed_from_vectorized():
+    dims = "[[1, 4, 8, 8], [1, 4, 8, 8], []]"
+    profile = _profile([("fw", "aten::add_", dims, "void at::native::elementwise_kernel<128, 2, add>(int)", 2, 30.0, 15.0),
+                        ("fw", "aten::add_", dims, "void at::native::elementwise_kernel<128, 2, add>(int)", 1, 18.0, 18.0),
+                        ("fw", "aten::add_", dims, "void at::native::vectorized_elementwise_kernel<4, add>(int)", 1, 4.0, 4.0),
+                        ("fw", "aten::add_", dims, "void at::native::index_add_kernel(int)", 1, 9.0, 9.0),
+                        ("fw", "aten::mul", dims, "void at::native::elementwise_kernel<128, 2, mul>(int)", 1, 7.0, 7.0)])
+    profile = profile.assign(software="s", gpu="G", model="m", mode="inference", seq=8, batch=1)
+    got = MK.elementwise_paths(profile, "aten::add_")
+    assert got[["path", "kernels", "total_us", "mean_us"]].values.tolist() == [["indexed", 3, 48.0, 16.0],
+                                                                              ["vectorized", 1, 4.0, 4.0]]
+
+
+def test_op_totals_add_up_the_named_ops_per_setting():
+    compared = pd.DataFrame([("fw", "addmm", 0.5, 0.4), ("bw", "mm", 0.3, 0.2), ("fw", "mul", 0.1, 0.3)],
+                            columns=["phase", "op", "measured_ms", "forecast_ms"])
+    compared = compared.assign(software="s", gpu="G", model="m", mode="training", seq=8, batch=1)
+    got = MK.op_totals(compared)
+    assert got[["measured_ms", "forecast_ms"]].values.tolist() == [pytest.approx([0.8, 0.6])]
+    assert MK.op_totals(compared, ops=("mul",))["forecast_ms"].tolist() == [0.3]

@@ -801,12 +801,13 @@ def test_05_short_kernels_and_fixed_time():
             .groupby("model")["gain"].mean())
     switch_kernels = short.loc[short["model"] == "switchxl4", "short_kernels"].min()
     top = gain.sort_values(ascending=False)
-    assert set(top.index[:2]) == {"gpt3_27", "gpt3_xl"}
-    assert gain["switchxl4"] > 0 and gain.idxmin() == "bert_large" and gain["bert_large"] < 0
-    says(NB05, f"the variant lowers the {' and '.join(k.split()[0] for k in lowered)} errors, GPT3-XL's and GPT3-2.7B's "
-               f"most (by {gain['gpt3_xl']:.1f} and {gain['gpt3_27']:.1f} points of mean APE); SwitchTransformer's fall by only "
-               f"{gain['switchxl4']:.1f} points, although each of its {'thousands' if switch_kernels >= 1000 else 'hundreds'} "
-               f"of short kernels loses t0, and BERT-Large's rise (by {-gain['bert_large']:.1f} points)")
+    assert list(top.index[:3]) == ["switchxl4", "gpt3_xl", "gpt3_27"]
+    assert gain.idxmin() == "bert_large" and gain["bert_large"] < 0
+    says(NB05, f"the variant lowers the {' and '.join(k.split()[0] for k in lowered)} errors, SwitchTransformer's most "
+               f"(by {gain['switchxl4']:.1f} points of mean APE), as each of its "
+               f"{'thousands' if switch_kernels >= 1000 else 'hundreds'} of short kernels loses t0, then GPT3-XL's and "
+               f"GPT3-2.7B's (by {gain['gpt3_xl']:.1f} and {gain['gpt3_27']:.1f}); BERT-Large's rise (by "
+               f"{-gain['bert_large']:.1f} points)")
     unseen_train = var[(var["gpus"] == "other GPUs") & (var["kind"] == "training")]
     raises = unseen_train["hidden_t0_ape"].mean() > unseen_train["neusight_ape"].mean()
     says(NB05, f"It {'raises' if raises else 'lowers'} the training error on the GPUs never trained on")
@@ -944,23 +945,24 @@ def test_05_seed_spread():
     v100 = "Tesla V100-PCIE-32GB"
     a40, h100_train, a80, v100_train = (r[k] for k in (("inference", A100_40), ("training", H100), ("training", A100_80),
                                                         ("training", v100)))
-    assert above == {("inference", H100), ("training", A100_80), ("training", v100)}
+    assert above == {("inference", H100), ("training", A100_80), ("training", H100), ("training", v100)}
     says(NB05, "Of the GPUs above the paper's averages on its labels with the committed seed (H100 inference,\n"
-               "A100-80GB training and V100 training)")
+               "A100-80GB training, H100 training and V100 training)")
     assert h100["paper_labels_min_pct"] > h100["paper_pct"] and a80["paper_labels_min_pct"] > a80["paper_pct"]
     says(NB05, f"H100 inference stays above on every seed ({on_paper(h100)}% against {h100['paper_pct']:.1f}), and so "
                f"does A100-80GB training ({on_paper(a80)}% against {a80['paper_pct']:.1f})")
-    # V100 training: above the paper with the committed seed only, the highest of its seeds
-    assert v100_train["paper_labels_min_pct"] < v100_train["paper_pct"] < v100_train["paper_labels_max_pct"]
-    assert v100_train["seed0_pct"] == v100_train["max_pct"]
-    says(NB05, f"V100 training is above it with the committed seed only, its highest ({on_paper(v100_train)}% against "
-               f"{v100_train['paper_pct']:.1f})")
-    assert h100_train["paper_labels_max_pct"] < h100_train["paper_pct"]
-    assert a40["paper_labels_max_pct"] < a40["paper_pct"] and a40["min_pct"] < a40["paper_pct"] < a40["max_pct"]
-    says(NB05, f"H100 training is below the paper's number on every seed ({on_paper(h100_train)}% against "
-               f"{h100_train['paper_pct']:.1f}). A100-PCIE-40GB inference, whose range over all its labels ({a40['range']}%) "
-               f"straddles it, is below it on every seed on the labels the paper's tables have ({on_paper(a40)}% against "
-               f"{a40['paper_pct']:.1f}): its two 2,048-token SwitchTransformer labels have no paper cell")
+    # H100 and V100 training: above the paper with the committed seed only, the highest of their seeds
+    two = lambda v: f"{v['paper_labels_min_pct']:.2f}-{v['paper_labels_max_pct']:.2f}% against {v['paper_pct']:.2f}"
+    for v in (h100_train, v100_train):
+        assert v["paper_labels_min_pct"] < v["paper_pct"] < v["paper_labels_max_pct"] and v["seed0_pct"] == v["max_pct"]
+        seeds = [v[f"seed{i}_pct"] for i in range(inf["seeds"])]
+        assert sum(x > v["paper_pct"] for x in seeds) == 1
+    says(NB05, f"H100 training and V100 training are above it with the committed seed only, for each its highest of the "
+               f"five ({two(h100_train)}, and {two(v100_train)})")
+    assert a40["paper_labels_max_pct"] < a40["paper_pct"] and a40["max_pct"] < a40["paper_pct"]
+    says(NB05, f"A100-PCIE-40GB inference is below it on every seed, over all its labels "
+               f"({a40['range']}%) and on the labels the paper's tables have ({on_paper(a40)}% against "
+               f"{a40['paper_pct']:.1f}), which leave out its two 2,048-token SwitchTransformer labels")
     p100 = r[("inference", "Tesla P100-PCIE-16GB")]
     assert p100["max_pct"] < p100["paper_pct"]
     says(NB05, f"P100 inference is below the paper's {p100['paper_pct']:.2f} on every seed ({p100['range']}%)")
@@ -1222,8 +1224,9 @@ def test_05_dataset_priced_reading():
     closer = p[~p4]
     says(NB05, f"{(closer['dataset_ape_pct'] < closer['neusight_ape']).sum()} of the {len(closer)} labels off the P4 get closer")
     within = lambda r: int(((r - 1).abs() <= 0.05).sum())
-    assert within(p["ours"]) == within(p["theirs"])                                                   # "as many as before"
-    says(NB05, f"come within 5% of their measurement ({within(p['ours'])} of {len(p)})")
+    assert abs(within(p["ours"]) - within(p["theirs"])) <= 2                                          # "about as many"
+    says(NB05, f"about as many labels come within 5% of their measurement ({within(p['ours'])} before, "
+               f"{within(p['theirs'])} after, of {len(p)})")
     med = p.groupby("mode")["kernel_over_pred"].median()
     says(NB05, f"at a median {med['inference']:.2f} (inference) and {med['training']:.2f} (training) times our forecast")
     says(NB05, f"most labels move slower ({(p['theirs'] > p['ours']).sum()} of {len(p)})")
@@ -2016,3 +2019,92 @@ def test_06_amd_dataset_priced_reading():
                f"and {f(mi210, 'dataset', 'fw')} on the MI210)")
     assert all(r(d, w, "bw") > 1 for d in (mi100, mi210) for w in ("forecast", "dataset"))    # "ran faster than"
     assert all(abs(r(d, w, "fw") - 1) <= 0.07 for d in (mi100, mi210) for w in ("forecast", "dataset"))  # "within 7%"
+
+
+def test_05_grad_mode_reading():
+    """05 cells grad-mode and its reading: the second lease's plain runs against the first, grad mode's backward against
+    the plain one and the forecast's, and grad mode's memory against the dataset's GPUs (05-rerun, 05-grad-mode,
+    05-grad-mode-memory)."""
+    r = table("05-rerun")
+    close = (r["e2e_ratio"] - 1).abs() < 0.02
+    says(NB05, f"lease timed {close.sum()} of the {len(r)} plain settings within 2% of the first")
+    others = r[~close].set_index(["model", "mode", "batch"])["e2e_ratio"]
+    assert (others < 1).all()                                                # "the first lease's ... are the slower"
+    says(NB05, f"BERT-Large training at batch 2 and SwitchTransformer training at batch 1 took "
+               f"{others[('bert_large', 'training', 2)]:.2f} and {others[('switchxl4', 'training', 1)]:.2f} of their first time")
+    g = table("05-grad-mode")
+    says(NB05, f"the backward took {g.bw_ratio.min():.3f}-{g.bw_ratio.max():.3f} times as long as the plain one of the same "
+               f"lease (median {g.bw_ratio.median():.3f}), over the {len(g)} settings that fit in memory; the forward took "
+               f"{g.fw_ratio.min():.3f}-{g.fw_ratio.max():.3f} times as long")
+    lo, hi = g.loc[g.forecast_over_grad_mode.idxmin()], g.loc[g.forecast_over_grad_mode.idxmax()]
+    assert (lo.model, hi.model, hi.batch) == ("gpt3_xl", "switchxl4", 1)
+    says(NB05, f"its backward comes to a median {g.forecast_over_plain.median():.2f} of the plain one and "
+               f"{g.forecast_over_grad_mode.median():.2f} of grad mode's: from {lo.forecast_over_grad_mode:.2f} (GPT3-XL) to "
+               f"{hi.forecast_over_grad_mode:.2f} (SwitchTransformer, batch 1) of the latter")
+    m = table("05-grad-mode-memory").set_index(["model", "batch"])
+    says(NB05, f"in {(~m.grad_mode_fits_there).sum()} of the {len(m)} training settings")
+    gpt2 = m.loc[("gpt2_large", 1)]
+    assert gpt2.smallest_dataset_gpu_gb == 32 and not gpt2.grad_mode_fits_there
+    says(NB05, f"GPT-2 Large at batch 1 needs {gpt2.grad_mode_peak_gb:.1f} GB, and the dataset timed it on the 32-GB V100")
+    oom = m[m.grad_mode_outcome == "out of memory"]
+    assert list(oom.index) == [("gpt3_27", 1), ("opt_13", 2)] and (oom.smallest_dataset_gpu_gb == 80).all()
+    assert (oom.plain_peak_gb < 80).all()
+    says(NB05, f"ran out of the H200's memory at {oom.grad_mode_peak_gb.iloc[0]:.1f} and {oom.grad_mode_peak_gb.iloc[1]:.1f} GB, "
+               f"where their plain steps peak at {oom.plain_peak_gb.iloc[0]:.1f} and {oom.plain_peak_gb.iloc[1]:.1f} GB")
+
+
+def test_05_model_kernels_reading():
+    """05 cells model-kernels-split and its reading: the profiled runs' kernel sums, Switch's bias add, short kernels and
+    GEMMs (05-model-kernels-split, 05-switch-bias-add, 05-model-kernels)."""
+    s = table("05-model-kernels-split")
+    says(NB05, f"a profiled pass's kernels add up to {s.kernel_share.min():.3f}-{s.kernel_share.max():.3f} of its run's "
+               f"latency (median {s.kernel_share.median():.3f})")
+    b = table("05-switch-bias-add").set_index(["seq", "batch", "mode", "path"])
+    big_i, big_v = b.loc[(2048, 1, "inference", "indexed")], b.loc[(2048, 1, "inference", "vectorized")]
+    small_i, small_v = b.loc[(512, 1, "inference", "indexed")], b.loc[(512, 1, "inference", "vectorized")]
+    assert big_i.kernels == 48
+    says(NB05, f"at 2,048 tokens and batch 1, {big_i.mean_us:,.0f} us a call, against {big_v.mean_us:,.0f} us for the "
+               f"vectorized add of the same shape (the cross-attention's bias, contiguous); at 512 tokens, "
+               f"{small_i.mean_us:,.0f} and {small_v.mean_us:,.0f} us")
+    mk = table("05-model-kernels")
+    add = mk[(mk.model == "switchxl4") & (mk["mode"] == "inference") & (mk.seq == 2048) & (mk.batch == 1)
+             & (mk.op == "add_")].iloc[0]
+    assert 0.4 < add.forecast_ms / add.measured_ms < 0.6                               # "about half"
+    says(NB05, f"Its {add.forecast_kernels} adds at 2,048 tokens, batch 1, come to {add.forecast_ms:.1f} ms against "
+               f"{add.measured_ms:.1f} ms measured")
+    busy = s[s.short_measured_ms >= 0.01 * s.measured_ms]
+    says(NB05, f"1% or more of the kernel time in {len(busy)} of the {len(s)} runs")
+    sw = s[s.model == "switchxl4"]
+    share = sw.short_measured_ms / sw.measured_ms
+    says(NB05, f"In SwitchTransformer's runs they are {100 * share.min():.1f}-{100 * share.max():.1f}% of it, and the forecast "
+               f"prices them at {sw.short_over.min():.2f}-{sw.short_over.max():.2f} times their time, adding "
+               f"{sw.short_added_pct.min():.1f}-{sw.short_added_pct.max():.1f}% of the run")
+    shortest, longest = s.loc[s.measured_ms.idxmin()], s.loc[s.measured_ms.idxmax()]
+    rho = s.measured_ms.corr(s.gemm_over, method="spearman")
+    assert rho < 0 and shortest.gemm_over > 1 > longest.gemm_over
+    says(NB05, f"GEMMs take {100 * s.gemm_share.min():.0f}-{100 * s.gemm_share.max():.0f}% of each run's kernel time. Their "
+               f"forecast runs from {s.gemm_over.max():.2f} times their measured time in the shortest runs to "
+               f"{s.gemm_over.min():.2f} in the long ones: Spearman's rho of forecast / measured against run time is {rho:.2f}")
+    says(NB05, f"forecast / measured spans {s.long_over.min():.2f} to {s.long_over.max():.2f}")
+
+
+def test_05_sector_reads_reading():
+    """05 cell sector-reads and its reading: the forecast with and without the sector rule (e2e_sector_reads)."""
+    s = table("e2e_sector_reads")
+    assert (s.loc[s.model != "switchxl4", "sector_ms"].abs() < 1e-3).all()        # "no forecast by as much as a microsecond"
+    sw = s[s.model == "switchxl4"].assign(up=lambda d: 100 * d.sector_ms / d.without_ms)
+    says(NB05, f"Switch's forecasts get {sw.up.min():.1f}-{sw.up.max():.1f}% slower")
+    big = sw[(sw.seq == 2048)].sort_values("batch")
+    wo, w = big.without_ms / big.e2e_ms, big.neusight_ms / big.e2e_ms
+    says(NB05, f"go from {wo.iloc[0]:.2f} and {wo.iloc[1]:.2f} of their measurement to {w.iloc[0]:.2f} and {w.iloc[1]:.2f} "
+               f"(APE {big.without_ape.iloc[0]:.1f}% and {big.without_ape.iloc[1]:.1f}% -> {big.neusight_ape.iloc[0]:.1f}% and "
+               f"{big.neusight_ape.iloc[1]:.1f}%)")
+    small = sw[(sw.seq == 512) & (sw["mode"] == "inference")]
+    assert (small.without_ms > small.e2e_ms).mean() > 0.5                             # "mostly forecast too slow already"
+    says(NB05, f"get {small.up.min():.1f}-{small.up.max():.1f}% slower")
+    kind = np.where(s.option == "fusion", "fused inference", s["mode"])
+    m = s.groupby(kind)[["without_ape", "neusight_ape"]].mean()
+    says(NB05, f"the mean APE goes from {m.loc['inference', 'without_ape']:.2f}% to {m.loc['inference', 'neusight_ape']:.2f}% "
+               f"for inference and from {m.loc['training', 'without_ape']:.2f}% to {m.loc['training', 'neusight_ape']:.2f}% "
+               f"for training; fused inference stays at {m.loc['fused inference', 'neusight_ape']:.2f}%")
+    assert round(m.loc["fused inference", "without_ape"], 2) == round(m.loc["fused inference", "neusight_ape"], 2)

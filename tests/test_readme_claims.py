@@ -626,9 +626,11 @@ def test_e2e_interval_wording():
     assert train["neusight_ape"].mean() > E2E_TARGET_PCT
     assert (train["neusight_ape"] - train["paper_neusight"]).mean() > 0                             # "we trail the paper"
     assert side(inf["neusight_ape"], E2E_TARGET_PCT) == "spans"
-    assert side(inf["neusight_ape"] - inf["paper_neusight"], 0) == "below"
-    say(f"For inference, the miss of the {E2E_TARGET_PCT:g}% target is within chance, and our lead over the paper on "
-        f"the same labels is clear.")
+    lead_side = side(inf["neusight_ape"] - inf["paper_neusight"], 0)
+    assert lead_side in ("below", "spans")
+    say(f"For inference, the miss of the {E2E_TARGET_PCT:g}% target is within chance, and "
+        + ("our lead over the paper on the same labels is clear." if lead_side == "below" else
+           "so is our lead over the paper on the same labels."))
     assert side(train["neusight_ape"], E2E_TARGET_PCT) == "above"
     assert side(train["neusight_ape"] - train["paper_neusight"], 0) == "spans"
     say("For training, the miss is clear of chance too; that we trail the paper on the same labels is not.")
@@ -639,7 +641,8 @@ def test_e2e_interval_wording():
     fused_lead = grouped(fused, fused["neusight_ape"] - fused["paper_ape_pct"])
     assert lead[0] < 0 < lead[1] and miss[0] > E2E_TARGET_PCT and fused_lead[1] < 0
     say(f"{n_groups[0]} of them for inference, {n_groups[1]} for training, {n_groups[2]} for fused inference) puts our lead "
-        f"over the paper for inference at {lead[0]:.1f} to {lead[1]:.1f} points, no longer clear of chance; training's "
+        f"over the paper for inference at {lead[0]:.1f} to {lead[1]:.1f} points, "
+        f"{'no longer clear of chance' if lead_side == 'below' else 'not clear of chance either'}; training's "
         f"miss of the {E2E_TARGET_PCT:g}% target stays clear ({miss[0]:.1f} to {miss[1]:.1f}%), and so does the fused "
         f"lead ({fused_lead[0]:.1f} to {fused_lead[1]:.1f} points)")
     # the shortfall list: training's miss clear of chance, inference's not; training's mean above the paper's
@@ -1274,3 +1277,44 @@ def test_distributed_as_the_readme_says():
     xl = lay[(lay["device"] == "NVIDIA H100 80GB HBM3") & (lay["model"] == "gpt3_xl") & (lay["layout"] == "dp4")]
     assert not xl["fits"].iloc[0] and not ((e["model"] == "gpt3_xl") & (e["layout"] == "dp")).any()
     say("GPT3-XL data parallel would not fit an H100, and the dataset never measured it so")
+
+
+def test_h200_model_profiles_and_grad_mode():
+    """The fourth H200 lease (notebook 05: 05-model-kernels-split, 05-switch-bias-add, 05-grad-mode,
+    05-grad-mode-memory)."""
+    s = table("05-model-kernels-split")
+    say(f"a pass's kernels add up to {s.kernel_share.min():.3f}-{s.kernel_share.max():.3f} of its latency")
+    rho = s.measured_ms.corr(s.gemm_over, method="spearman")
+    assert rho < 0
+    say(f"GEMMs take {100 * s.gemm_share.min():.0f}-{100 * s.gemm_share.max():.0f}% of each run's kernel time, and their "
+        f"forecast runs from {s.gemm_over.max():.2f} times their measured time in the shortest runs to "
+        f"{s.gemm_over.min():.2f} in the long ones (Spearman's rho against run time {rho:.2f})")
+    b = table("05-switch-bias-add").set_index(["seq", "batch", "mode", "path"])
+    say(f"{b.loc[(2048, 1, 'inference', 'indexed')].mean_us:,.0f} us a call at 2,048 tokens against "
+        f"{b.loc[(2048, 1, 'inference', 'vectorized')].mean_us:,.0f} us for a contiguous add of that shape")
+    sw = s[s.model == "switchxl4"]
+    say(f"its kernels under 10 us each, forecast at {sw.short_over.min():.2f}-{sw.short_over.max():.2f} times their time, "
+        f"add {sw.short_added_pct.min():.1f}-{sw.short_added_pct.max():.1f}% of its runs")
+    g = table("05-grad-mode")
+    say(f"{g.bw_ratio.min():.3f}-{g.bw_ratio.max():.3f} times the plain backward")
+    m = table("05-grad-mode-memory").set_index(["model", "batch"])
+    gpt3 = m.loc[("gpt3_27", 1)]
+    assert gpt3.grad_mode_outcome == "out of memory" and gpt3.smallest_dataset_gpu_gb == 80 > gpt3.plain_peak_gb
+    say(f"the setting in {(~m.grad_mode_fits_there).sum()} of the {len(m)}")
+    say(f"GPT3-2.7B at batch 1 ran out of the H200's memory at {gpt3.grad_mode_peak_gb:.1f} GB, where its plain step peaks "
+        f"at {gpt3.plain_peak_gb:.1f} GB, and the dataset timed it on 80-GB GPUs")
+
+
+def test_sector_reads():
+    """The sector rule end to end (notebook 05, e2e_sector_reads)."""
+    s = table("e2e_sector_reads")
+    sw = s[s.model == "switchxl4"].assign(up=lambda d: 100 * d.sector_ms / d.without_ms)
+    big = sw[(sw.seq == 2048)].sort_values("batch")
+    wo, w = big.without_ms / big.e2e_ms, big.neusight_ms / big.e2e_ms
+    say(f"went from {wo.iloc[0]:.2f} and {wo.iloc[1]:.2f} of their measurement to {w.iloc[0]:.2f} and {w.iloc[1]:.2f}")
+    small = sw[(sw.seq == 512) & (sw["mode"] == "inference")]
+    say(f"its 512-token inference labels, mostly forecast too slow already, got {small.up.min():.1f}-{small.up.max():.1f}% slower")
+    kind = np.where(s.option == "fusion", "fused inference", s["mode"])
+    m = s.groupby(kind)[["without_ape", "neusight_ape"]].mean()
+    say(f"inference mean APE went from {m.loc['inference', 'without_ape']:.2f}% to {m.loc['inference', 'neusight_ape']:.2f}% "
+        f"(training {m.loc['training', 'without_ape']:.2f}% -> {m.loc['training', 'neusight_ape']:.2f}%")
