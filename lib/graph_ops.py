@@ -56,7 +56,7 @@ SOFTMAX_BACKWARD = "_softmax_backward_data"
 GRAD_TIMES_OUTPUT = "[grad*output]"   # ends the aten name of a softmax backward's element-wise kernel (kernel_rows)
 GRAD_SUM = "[sum of grads]"   # ends the aten name of a kernel with which autograd sums two gradients (kernel_rows)
 DROPOUT_BACKWARD = "native_dropout_backward"
-# end the aten names of the three kernels of a dropout's backward as the labels ran it (kernel_rows)
+# end the aten names of the three kernels of a dropout's backward as the labels show it (kernel_rows)
 MASK_TO_FLOAT, MASK_TIMES_SCALE, GRAD_TIMES_MASK = "[mask->float]", "[mask*scale]", "[grad*mask]"
 
 # An element-wise kernel walks its output in memory order. An input whose elements lie `stride` apart along that
@@ -173,7 +173,7 @@ def classify(r: dict) -> dict | None:
 # dx = tmp - output * rowsum(tmp)): an element-wise 'mul' of two B x H tensors (the dataset's mul op, at the row
 # kernel's B and H), then the 'softmax' row (reads tmp and y, writes dx; lib.traffic prices its extra tensor). Every
 # profiler trace of one aten._softmax_backward_data call on the H200 shows both kernels (data/measured/README.md).
-# A dropout's backward, as the labels ran it, is three kernels. A plain loss.backward() runs native_dropout_backward as
+# A dropout's backward, as the labels show it, is three kernels. A plain loss.backward() runs native_dropout_backward as
 # one (masked_scale: reads grad and the bool mask, writes dx). But autograd takes another derivative of native_dropout
 # when grad mode is on during the backward (create_graph=True), infinitely_differentiable_native_dropout_backward:
 #     dx = grad * (mask.type_as(grad) * scale)

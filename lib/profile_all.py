@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="time the model settings alone, each profiled once more: its kernels and label JSON under "
                          "<out dir>/model-kernels")
     ap.add_argument("--grad-mode", action="store_true",
-                    help="time the training settings alone, the backward with grad mode on, as the dataset's labels ran it")
+                    help="time the training settings alone, the backward with grad mode on (lib.profile_model --grad-mode)")
     ap.add_argument("--models", type=lambda v: [m for m in v.split(",") if m], default=None,
                     help="comma-separated model names (DLmodel_configs/ stems): their settings only")
     a = ap.parse_args(argv)

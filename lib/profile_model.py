@@ -9,8 +9,9 @@ fp32, eager attention as transformers 4.x ran it, random weights, full depth), b
 forward pass over batch x seq in eval mode without autograd. Training: a forward pass in train mode (dropout on),
 then the backward pass from the logits (seeded with ones, as the capture does); no optimizer step, as measured.
 That backward is a plain one (no create_graph): each dropout's backward runs one kernel there, where the labels'
-backward, run with grad mode on, ran three (lib.graph_ops.kernel_rows, notebook 05). `--grad-mode` runs it as the
-labels did (create_graph=True) and writes under <software>-grad-mode, so both can be timed on one GPU.
+backward ran the three of autograd's grad mode (lib.graph_ops.kernel_rows, notebook 05). `--grad-mode` runs it with
+grad mode on (create_graph=True), which runs those three but keeps far more memory than the labels' GPUs had, and
+writes under <software>-grad-mode, so both can be timed on one GPU.
 Each latency is the mean of the fastest half of `repeat` CUDA-event-timed passes after `warmup` passes
 (lib.profile_ops.fastest_mean, the kernel collector's method). The result is written as a label JSON
 (<out-dir>/torch<v>_cuda<v>/<GPU folder>/<model>-<inf|train>-<seq>-<batch>.json: e2e_latency, fw_latency,
@@ -64,7 +65,8 @@ def _input_ids(torch, cfg, batch: int, seq: int, device: str) -> dict:
 def time_passes(torch, model, inputs: dict, mode: str, warmup: int, repeat: int, device: str,
                 grad_mode: bool = False, annotate: bool = False) -> tuple[float, float]:
     """(forward ms, backward ms; 0 for inference), each the mean of the fastest half of `repeat` timed passes;
-    grad_mode: the backward with autograd's grad mode on (create_graph=True), as the dataset's labels ran it;
+    grad_mode: the backward with autograd's grad mode on (create_graph=True), whose dropout backward runs the
+    three kernels of the dataset's labels (not their memory: notebook 05);
     annotate: each forward and backward in a profiler range named fw / bw (profile_pass)."""
     from .graph_capture import logits_and_seeds    # imports torch: only when timing
     phase = (lambda name: torch.profiler.record_function(name)) if annotate else (lambda name: nullcontext())
@@ -125,7 +127,7 @@ def measure(config_path, batch: int, seq: int, mode: str, out_dir: Path | None =
             repeat: int = 10, device: str = "cuda", overwrite: bool = False, grad_mode: bool = False,
             kernels_out: Path | str | None = None, profiles: Path = PROFILES) -> dict:
     """Time one model setting on `device` (cuda: GPU 0) and write its label JSON under out_dir (notebook 01);
-    grad_mode: the backward as the dataset's labels ran it (time_passes), under <software>-grad-mode;
+    grad_mode: the backward with grad mode on (time_passes), under <software>-grad-mode;
     kernels_out: also write the kernels of one profiled pass there (profile_pass), a GPU's only; DEFAULT_PROFILE:
     under `profiles` (lib.model_kernels.PROFILES), laid out as the labels are (label_path)."""
     cfg = load_config(config_path)
@@ -212,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--overwrite", action="store_true", help="replace an existing label file")
     ap.add_argument("--grad-mode", action="store_true",
-                    help="run the backward with grad mode on (create_graph=True), as the dataset's labels ran it")
+                    help="run the backward with grad mode on (create_graph=True), whose dropout backward runs the "
+                         "three kernels of the dataset's labels")
     ap.add_argument("--kernels-out", nargs="?", const=DEFAULT_PROFILE,
                     help="also write the GPU kernels of one profiled pass to this CSV (no path: under "
                          "data/measured/model-kernels/, where notebook 05 reads them)")
