@@ -97,6 +97,16 @@ def tensor_mb(rows: pd.DataFrame) -> pd.Series:
     return pd.cut(tensor_megabytes(rows), TENSOR_MB_BINS, right=False)
 
 
+# A GEMM's time as the dataset's way timed it (us), in bins: under 50 us a lone call's launch gap (about 20 us on the
+# H200, notebook 04) is a large share of it, from 5 ms on a small one
+GEMM_TIME_US_BINS = (0, 50, 500, 5000, np.inf)
+
+
+def gemm_time_us(rows: pd.DataFrame) -> pd.Series:
+    """The GEMM_TIME_US_BINS interval of each row's latency_ms, in us (notebook 04)."""
+    return pd.cut(rows["latency_ms"] * 1e3, GEMM_TIME_US_BINS, right=False)
+
+
 SHAPE_KEYS = ["run", "op", "B", "M", "N", "K", "H"]   # one kernel shape of one run, timed one way or another
 
 

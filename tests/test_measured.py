@@ -264,3 +264,9 @@ def test_memory_against_dataset_by_hand(tmp_path):
     peak.write_text("model,peak_gib\nbert_large,1\n")
     with pytest.raises(measured.MeasuredError, match="peak.csv: missing column"):
         measured.read_peak_memory(peak)
+
+
+def test_gemm_time_bins_by_hand():
+    rows = pd.DataFrame({"latency_ms": [0.01, 0.05, 0.4999, 0.5, 7.0]})
+    bins = measured.gemm_time_us(rows)
+    assert [(i.left, i.right) for i in bins] == [(0, 50), (50, 500), (50, 500), (500, 5000), (5000, np.inf)]

@@ -2108,3 +2108,38 @@ def test_05_sector_reads_reading():
                f"for inference and from {m.loc['training', 'without_ape']:.2f}% to {m.loc['training', 'neusight_ape']:.2f}% "
                f"for training; fused inference stays at {m.loc['fused inference', 'neusight_ape']:.2f}%")
     assert round(m.loc["fused inference", "without_ape"], 2) == round(m.loc["fused inference", "neusight_ape"], 2)
+
+
+def test_04_busy_gemm_reading():
+    """04 cell busy-gemm and its reading (04-measured-busy-gemm), with notebook 05's profiled runs (05-model-kernels,
+    05-model-kernels-split)."""
+    b = table("04-measured-busy-gemm").set_index(["op_class", "time"])
+    small = b.loc[("BMM", "0 to 50 us")]
+    assert set(b.xs("0 to 50 us", level="time").index) == {"BMM"}                 # "all of them batched matmuls"
+    says(NB04, f"({small.kernels} shapes, a median {small.median_time_ratio:.2f} of their time); against those busy times "
+               f"their forecast is {small.median_ratio_other:.2f} times too slow, against {small.median_ratio:.2f} as the "
+               f"dataset's way timed them")
+    rest = b.drop("0 to 50 us", level="time")
+    assert (abs(rest.median_time_ratio - 1) < 0.0125).all()                          # "by more than 1.2%"
+    says(NB04, f"({rest.median_time_ratio.min():.3f} to {rest.median_time_ratio.max():.3f})")
+    big = b[b.index.get_level_values("time").isin(["500 to 5000 us", "5000 to inf us"])]
+    lo = min(big.median_ratio.min(), big.median_ratio_other.min())
+    hi = max(big.median_ratio.max(), big.median_ratio_other.max())
+    assert hi < 1
+    says(NB04, f"too fast either way (median {lo:.2f} to {hi:.2f} of their time)")
+    mid = b[b.index.get_level_values("time") == "50 to 500 us"]
+    assert (abs(mid.median_ratio - 1) < 0.04).all()                                   # "within 4% of their time"
+    s = table("05-model-kernels-split")
+    long = s[s.seq == 2048]
+    says(NB04, f"GEMMs of the runs at 2,048 tokens are forecast at {long.gemm_over.min():.2f} to {long.gemm_over.max():.2f} "
+               f"of their time")
+    slow = s[s.gemm_over > 1.1]
+    assert set(zip(slow.model, slow.seq)) == {("bert_large", 512), ("switchxl4", 512)}
+    mk = table("05-model-kernels")
+    mk = mk[mk.op.isin(["mm", "addmm", "bmm", "baddbmm"])]
+    per = mk.groupby(["model", "mode", "seq", "batch"]).agg(ms=("measured_ms", "sum"), n=("measured_kernels", "sum"))
+    per = (1e3 * per.ms / per.n).loc[[tuple(r) for r in slow[["model", "mode", "seq", "batch"]].itertuples(index=False)]]
+    assert per.min() > 50
+    says(NB04, f"GEMMs are forecast {slow.gemm_over.min():.2f} to {slow.gemm_over.max():.2f} times too slow (BERT-Large "
+               f"training at batch 2, SwitchTransformer at 512 tokens) run GEMM kernels of {per.min():.0f} to "
+               f"{per.max():.0f} us on average")

@@ -1318,3 +1318,17 @@ def test_sector_reads():
     m = s.groupby(kind)[["without_ape", "neusight_ape"]].mean()
     say(f"inference mean APE went from {m.loc['inference', 'without_ape']:.2f}% to {m.loc['inference', 'neusight_ape']:.2f}% "
         f"(training {m.loc['training', 'without_ape']:.2f}% -> {m.loc['training', 'neusight_ape']:.2f}%")
+
+
+def test_busy_gemms():
+    """GEMMs behind a busy GPU (notebook 04, 04-measured-busy-gemm) beside the short runs' GEMMs (05-model-kernels)."""
+    b = table("04-measured-busy-gemm")
+    lost = b[b.median_time_ratio < 0.98]
+    assert set(lost["time"]) == {"0 to 50 us"}                                        # "only GEMMs under 50 us lose time"
+    s = table("05-model-kernels-split")
+    slow = s[s.gemm_over > 1.1]
+    mk = table("05-model-kernels")
+    mk = mk[mk.op.isin(["mm", "addmm", "bmm", "baddbmm"])]
+    per = mk.groupby(["model", "mode", "seq", "batch"]).agg(ms=("measured_ms", "sum"), n=("measured_kernels", "sum"))
+    per = (1e3 * per.ms / per.n).loc[[tuple(r) for r in slow[["model", "mode", "seq", "batch"]].itertuples(index=False)]]
+    say(f"the over-forecast GEMMs of the short runs, which average {per.min():.0f} to {per.max():.0f} us")
