@@ -157,3 +157,27 @@ def e2e_held_out_table(held: pd.DataFrame, committed: pd.DataFrame) -> pd.DataFr
         "kind").rename(columns={"n": "labels"})
     rank = out["kind"].map({k: i for i, k in enumerate(E2E_KINDS)})
     return out.iloc[np.lexsort((np.arange(len(out)), rank.to_numpy()))].reset_index(drop=True)
+
+
+# Per label: sector_ms = what pricing its strided element-wise calls by the sectors they move adds to its forecast
+# (lib.traffic.sector_read_ms); without_ms = neusight_ms - sector_ms, the forecast had they been priced by their
+# contiguous bytes
+def sector_read_labels(evaluated: pd.DataFrame, cfg_by_class: dict | None = None) -> pd.DataFrame:
+    """evaluate_labels rows (neusight_ms made with the same cfg_by_class) with `strided` (the captured graph has such a
+    call), sector_ms, without_ms, without_ape and kind; only strided settings are priced again (notebook 05)."""
+    from .forecast import forecast_table
+    from .graph import capture
+    from .graph_ops import STRIDED_READ
+    from .labels import device_file_of_folder
+    from .traffic import sector_read_ms
+    keys = ["model", "mode", "batch", "seq"]
+    strided = {s: capture(paths.MODEL_CONFIGS / f"{s[0]}.json", s[2], s[3], s[1])["aten"].str.endswith(STRIDED_READ).any()
+               for s in evaluated[keys].drop_duplicates().itertuples(index=False, name=None)}
+    out = evaluated[["gpu", "device", *keys, "option", "e2e_ms", "neusight_ms", "neusight_ape"]].copy()
+    out["strided"] = [strided[s] for s in out[keys].itertuples(index=False, name=None)]
+    out["sector_ms"] = [
+        sector_read_ms(forecast_table(paths.MODEL_CONFIGS / f"{r.model}.json", load_device(device_file_of_folder(r.gpu)),
+                                      r.batch, r.seq, r.mode, fusion=r.option == "fusion", cfg_by_class=cfg_by_class))
+        if r.strided else 0.0 for r in out.itertuples()]
+    out["without_ms"] = out["neusight_ms"] - out["sector_ms"]
+    return out.assign(without_ape=ape(out["without_ms"], out["e2e_ms"]), kind=label_kind(out))

@@ -114,7 +114,7 @@ GEMM_OPS = ("mm", "addmm", "bmm", "baddbmm")   # compare()'s op names of the mat
 
 
 def op_totals(compared: pd.DataFrame, ops=GEMM_OPS) -> pd.DataFrame:
-    """compare() rows of many settings, those of `ops` added up per setting: SETTING_COLUMNS, measured_ms, forecast_ms
-    (notebook 05)."""
+    """compare() rows of many settings, those of `ops` added up per setting: SETTING_COLUMNS, measured_kernels,
+    measured_ms, forecast_ms (notebook 05)."""
     rows = compared[compared["op"].isin(ops)]
-    return rows.groupby(SETTING_COLUMNS, sort=False)[["measured_ms", "forecast_ms"]].sum().reset_index()
+    return rows.groupby(SETTING_COLUMNS, sort=False)[["measured_kernels", "measured_ms", "forecast_ms"]].sum().reset_index()

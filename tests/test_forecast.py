@@ -668,3 +668,25 @@ def test_e2e_seed_table_mean_forecast_averages_three_seeds():
     t = e2e_seed_table(per_seed).set_index(["kind", "device"])
     assert t.loc[("inference", "G"), "mean_forecast_pct"] == pytest.approx(10.0)
     assert t.loc[("inference", "G"), ["min_pct", "max_pct"]].tolist() == [0.0, 30.0]
+
+
+def test_sector_read_labels_price_only_strided_settings_again():
+    # a Switch label (its self-attention adds a permuted position bias) and a BERT one (no strided call), as
+    # evaluate_labels would give them: the Switch forecast loses what the sector rule added, BERT's keeps all
+    from lib.devices import device_by_name
+    from lib.forecast import forecast_table, summarize
+    from lib.label_eval import sector_read_labels
+    from lib.traffic import sector_read_ms
+    rows = []
+    for model in ("switchxl4", "bert_large"):
+        table = forecast_table(paths.MODEL_CONFIGS / f"{model}.json", device_by_name("Tesla T4"), 1, 128, "inference")
+        rows.append(dict(gpu="Tesla_T4", device="Tesla T4", model=model, mode="inference", batch=1, seq=128, option="",
+                         e2e_ms=100.0, neusight_ms=summarize(table)["latency_ms"], neusight_ape=0.0,
+                         expected=sector_read_ms(table)))
+    ev = pd.DataFrame(rows)
+    got = sector_read_labels(ev.drop(columns="expected"))
+    assert got["strided"].tolist() == [True, False] and got["kind"].tolist() == ["inference"] * 2
+    assert got["sector_ms"].iloc[0] == pytest.approx(ev["expected"].iloc[0]) and got["sector_ms"].iloc[0] > 0
+    assert got["sector_ms"].iloc[1] == 0.0
+    assert (got["without_ms"] == got["neusight_ms"] - got["sector_ms"]).all()
+    assert got["without_ape"].tolist() == pytest.approx(list(abs(got["without_ms"] - 100.0)))

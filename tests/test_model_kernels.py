@@ -107,9 +107,9 @@ def test_elementwise_paths_tell_indexed_from_vectorized():
 
 
 def test_op_totals_add_up_the_named_ops_per_setting():
-    compared = pd.DataFrame([("fw", "addmm", 0.5, 0.4), ("bw", "mm", 0.3, 0.2), ("fw", "mul", 0.1, 0.3)],
-                            columns=["phase", "op", "measured_ms", "forecast_ms"])
+    compared = pd.DataFrame([("fw", "addmm", 2, 0.5, 0.4), ("bw", "mm", 3, 0.3, 0.2), ("fw", "mul", 1, 0.1, 0.3)],
+                            columns=["phase", "op", "measured_kernels", "measured_ms", "forecast_ms"])
     compared = compared.assign(software="s", gpu="G", model="m", mode="training", seq=8, batch=1)
     got = MK.op_totals(compared)
-    assert got[["measured_ms", "forecast_ms"]].values.tolist() == [pytest.approx([0.8, 0.6])]
+    assert got[["measured_kernels", "measured_ms", "forecast_ms"]].values.tolist() == [pytest.approx([5, 0.8, 0.6])]
     assert MK.op_totals(compared, ops=("mul",))["forecast_ms"].tolist() == [0.3]

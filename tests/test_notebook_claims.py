@@ -2102,8 +2102,7 @@ def test_05_sector_reads_reading():
     small = sw[(sw.seq == 512) & (sw["mode"] == "inference")]
     assert (small.without_ms > small.e2e_ms).mean() > 0.5                             # "mostly forecast too slow already"
     says(NB05, f"get {small.up.min():.1f}-{small.up.max():.1f}% slower")
-    kind = np.where(s.option == "fusion", "fused inference", s["mode"])
-    m = s.groupby(kind)[["without_ape", "neusight_ape"]].mean()
+    m = s.groupby("kind")[["without_ape", "neusight_ape"]].mean()
     says(NB05, f"the mean APE goes from {m.loc['inference', 'without_ape']:.2f}% to {m.loc['inference', 'neusight_ape']:.2f}% "
                f"for inference and from {m.loc['training', 'without_ape']:.2f}% to {m.loc['training', 'neusight_ape']:.2f}% "
                f"for training; fused inference stays at {m.loc['fused inference', 'neusight_ape']:.2f}%")
@@ -2135,10 +2134,7 @@ def test_04_busy_gemm_reading():
                f"of their time")
     slow = s[s.gemm_over > 1.1]
     assert set(zip(slow.model, slow.seq)) == {("bert_large", 512), ("switchxl4", 512)}
-    mk = table("05-model-kernels")
-    mk = mk[mk.op.isin(["mm", "addmm", "bmm", "baddbmm"])]
-    per = mk.groupby(["model", "mode", "seq", "batch"]).agg(ms=("measured_ms", "sum"), n=("measured_kernels", "sum"))
-    per = (1e3 * per.ms / per.n).loc[[tuple(r) for r in slow[["model", "mode", "seq", "batch"]].itertuples(index=False)]]
+    per = slow.gemm_us_per_kernel
     assert per.min() > 50
     says(NB04, f"GEMMs are forecast {slow.gemm_over.min():.2f} to {slow.gemm_over.max():.2f} times too slow (BERT-Large "
                f"training at batch 2, SwitchTransformer at 512 tokens) run GEMM kernels of {per.min():.0f} to "

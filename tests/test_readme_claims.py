@@ -1314,8 +1314,7 @@ def test_sector_reads():
     say(f"went from {wo.iloc[0]:.2f} and {wo.iloc[1]:.2f} of their measurement to {w.iloc[0]:.2f} and {w.iloc[1]:.2f}")
     small = sw[(sw.seq == 512) & (sw["mode"] == "inference")]
     say(f"its 512-token inference labels, mostly forecast too slow already, got {small.up.min():.1f}-{small.up.max():.1f}% slower")
-    kind = np.where(s.option == "fusion", "fused inference", s["mode"])
-    m = s.groupby(kind)[["without_ape", "neusight_ape"]].mean()
+    m = s.groupby("kind")[["without_ape", "neusight_ape"]].mean()
     say(f"inference mean APE went from {m.loc['inference', 'without_ape']:.2f}% to {m.loc['inference', 'neusight_ape']:.2f}% "
         f"(training {m.loc['training', 'without_ape']:.2f}% -> {m.loc['training', 'neusight_ape']:.2f}%")
 
@@ -1326,9 +1325,5 @@ def test_busy_gemms():
     lost = b[b.median_time_ratio < 0.98]
     assert set(lost["time"]) == {"0 to 50 us"}                                        # "only GEMMs under 50 us lose time"
     s = table("05-model-kernels-split")
-    slow = s[s.gemm_over > 1.1]
-    mk = table("05-model-kernels")
-    mk = mk[mk.op.isin(["mm", "addmm", "bmm", "baddbmm"])]
-    per = mk.groupby(["model", "mode", "seq", "batch"]).agg(ms=("measured_ms", "sum"), n=("measured_kernels", "sum"))
-    per = (1e3 * per.ms / per.n).loc[[tuple(r) for r in slow[["model", "mode", "seq", "batch"]].itertuples(index=False)]]
+    per = s[s.gemm_over > 1.1].gemm_us_per_kernel
     say(f"the over-forecast GEMMs of the short runs, which average {per.min():.0f} to {per.max():.0f} us")
