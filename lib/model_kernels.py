@@ -10,8 +10,10 @@ A kernel the profiler finds no op for (a memcpy the runtime starts) counts under
 """
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import paths
@@ -118,3 +120,66 @@ def op_totals(compared: pd.DataFrame, ops=GEMM_OPS) -> pd.DataFrame:
     measured_ms, forecast_ms (notebook 05)."""
     rows = compared[compared["op"].isin(ops)]
     return rows.groupby(SETTING_COLUMNS, sort=False)[["measured_kernels", "measured_ms", "forecast_ms"]].sum().reset_index()
+
+
+# Where a matrix product's two factors sit among the profiler's input dims, and their layouts:
+#     mm [[M, K], [K, N]]   addmm [[N], [M, K], [K, N], ...]   bmm [[B, M, K], [B, K, N]]   baddbmm [[B, M, N], [B, M, K], [B, K, N], ...]
+FIRST_FACTOR = {"mm": 0, "addmm": 1, "bmm": 0, "baddbmm": 1}
+
+
+def gemm_dims(op: str, input_dims: str) -> tuple[int, int, int, int]:
+    """(B, M, N, K) of one profiled matrix product from its op (op_base name, GEMM_OPS) and input dims; B = 1 for
+    mm and addmm (notebook 05)."""
+    if op not in FIRST_FACTOR:
+        raise ValueError(f"gemm_dims: op must be one of {sorted(FIRST_FACTOR)}, got {op!r}")
+    dims = ast.literal_eval(input_dims)
+    a, b = dims[FIRST_FACTOR[op]], dims[FIRST_FACTOR[op] + 1]
+    if len(a) != len(b) or len(a) not in (2, 3) or a[-1] != b[-2]:
+        raise ValueError(f"gemm_dims: {op} input dims {input_dims!r} are not two factors (M, K) x (K, N)")
+    return (a[0] if len(a) == 3 else 1), a[-2], b[-1], a[-1]
+
+
+GEMM_CALL_COLUMNS = ["phase", "B", "shape", "calls", "measured_us", "forecast_us", "measured_us_per_call",
+                     "forecast_over_measured"]
+
+
+# One setting's matrix products per phase and shape: B and the sorted M, N, K as 'AxBxC' (a backward lists the
+# same layer's sizes in another order, and a layer's two products of the same sizes fall together):
+#     calls = the forecast's count (calls in the graph; a call may also launch a split-K reduction or a memset)
+#     measured_us = sum of the profile's total_us over the shape's kernels, forecast_us = 1000 x sum of total_ms
+#     measured_us_per_call = measured_us / calls,  forecast_over_measured = forecast_us / measured_us
+def gemm_calls(profile: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """A profiled setting's matrix products beside its forecast's (lib.forecast.forecast_table), per phase and shape
+    (GEMM_CALL_COLUMNS); a shape only one side has gets NaN on the other (notebook 05)."""
+    def shaped(rows: pd.DataFrame, dims: pd.DataFrame) -> pd.DataFrame:
+        mnk = np.sort(dims[["M", "N", "K"]].to_numpy(dtype=np.int64), axis=1)
+        return rows.assign(B=dims["B"].to_numpy(dtype=np.int64),
+                           shape=["x".join(map(str, r)) for r in mnk])
+    op = profile["op"].map(op_base)
+    measured = profile[op.isin(GEMM_OPS)]
+    dims = pd.DataFrame([gemm_dims(o, d) for o, d in zip(op[measured.index], measured["input_dims"])],
+                        columns=["B", "M", "N", "K"], index=measured.index)
+    measured = (shaped(measured, dims).groupby(["phase", "B", "shape"])["total_us"].sum().rename("measured_us"))
+    forecast = table[table["aten"].map(op_base).isin(GEMM_OPS)]
+    forecast = (shaped(forecast, forecast[["B", "M", "N", "K"]].fillna({"B": 1}))
+                .assign(forecast_us=lambda t: 1e3 * t["total_ms"]).groupby(["phase", "B", "shape"])
+                [["count", "forecast_us"]].sum().rename(columns={"count": "calls"}))
+    out = forecast.join(measured, how="outer").reset_index()
+    out = out.assign(measured_us_per_call=out["measured_us"] / out["calls"],
+                     forecast_over_measured=out["forecast_us"] / out["measured_us"])
+    return out[GEMM_CALL_COLUMNS]
+
+
+# Bins of a GEMM's time per call (us): the small end, where the forecast of the model runs' GEMMs is too slow,
+# is split finer than lib.measured.GEMM_TIME_US_BINS
+GEMM_CALL_US_BINS = (0, 50, 100, 200, 500, 1000, 5000, np.inf)
+
+
+def ratio_by_time(rows: pd.DataFrame, time_us: str, ratio: str, by: list[str] | None = None,
+                  bins=GEMM_CALL_US_BINS) -> pd.DataFrame:
+    """Rows per `by` and GEMM_CALL_US_BINS interval of `time_us` (column 'time_us'): shapes and the median of
+    `ratio` (notebook 05)."""
+    keys = [*(by or []), "time_us"]
+    binned = rows.assign(time_us=pd.cut(rows[time_us], bins, right=False))
+    return (binned.groupby(keys, observed=True, sort=True)[ratio].agg(shapes="size", median_ratio="median")
+            .reset_index())

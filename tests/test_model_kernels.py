@@ -1,4 +1,5 @@
 """lib.model_kernels: profiles of model runs (lib.profile_model --kernels-out) read back and set beside a forecast."""
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -113,3 +114,46 @@ def test_op_totals_add_up_the_named_ops_per_setting():
     got = MK.op_totals(compared)
     assert got[["measured_kernels", "measured_ms", "forecast_ms"]].values.tolist() == [pytest.approx([5, 0.8, 0.6])]
     assert MK.op_totals(compared, ops=("mul",))["forecast_ms"].tolist() == [0.3]
+
+
+def test_gemm_dims_of_each_product():
+    assert MK.gemm_dims("mm", "[[512, 1024], [1024, 4]]") == (1, 512, 4, 1024)
+    assert MK.gemm_dims("addmm", "[[3840], [1024, 1280], [1280, 3840], [], []]") == (1, 1024, 3840, 1280)
+    assert MK.gemm_dims("bmm", "[[20, 1024, 64], [20, 64, 1024]]") == (20, 1024, 1024, 64)
+    assert MK.gemm_dims("baddbmm", "[[32, 8, 16], [32, 8, 4], [32, 4, 16], [], []]") == (32, 8, 16, 4)
+    with pytest.raises(ValueError, match="op must be one of"):
+        MK.gemm_dims("add", "[[2, 2], [2, 2]]")
+    with pytest.raises(ValueError, match="not two factors"):
+        MK.gemm_dims("mm", "[[512, 1024], [512, 4]]")                  # K does not meet
+
+
+def test_gemm_calls_by_hand():
+    # a forward product of 1024 x 4096 by 4096 x 1024 (one call: its GEMM and a split-K kernel), the backward's two of
+    # the same sizes in other orders (falling together with no forward twin), a bmm, and a relu that is no GEMM
+    profile = _profile([("fw", "aten::addmm", "[[1024], [1024, 4096], [4096, 1024], [], []]", "gemm", 1, 90.0, 90.0),
+                        ("fw", "aten::addmm", "[[1024], [1024, 4096], [4096, 1024], [], []]", "split_k", 1, 10.0, 10.0),
+                        ("bw", "aten::mm", "[[1024, 1024], [1024, 4096]]", "gemm_nn", 1, 120.0, 120.0),
+                        ("bw", "aten::mm", "[[1024, 1024], [1024, 4096]]", "gemm_nt", 1, 80.0, 80.0),
+                        ("fw", "aten::bmm", "[[8, 64, 32], [8, 32, 64]]", "bmm", 2, 6.0, 3.0),
+                        ("fw", "aten::relu", "[[1024, 4096]]", "relu", 1, 5.0, 5.0)])
+    table = pd.DataFrame({"aten": ["aten.addmm.default", "aten.mm.default", "aten.bmm.default", "aten.relu.default"],
+                          "phase": ["fw", "bw", "fw", "fw"], "B": [1.0, np.nan, 8.0, np.nan],
+                          "M": [1024.0, 4096.0, 64.0, np.nan], "N": [1024.0, 1024.0, 64.0, np.nan],
+                          "K": [4096.0, 1024.0, 32.0, np.nan], "count": [1, 2, 2, 1], "total_ms": [0.15, 0.1, 0.012, 0.004]})
+    got = MK.gemm_calls(profile, table)
+    assert list(got.columns) == MK.GEMM_CALL_COLUMNS
+    rows = {(r.phase, r.B, r.shape): (r.calls, r.measured_us, r.forecast_us) for r in got.itertuples()}
+    assert rows == {("fw", 1, "1024x1024x4096"): (1, 100.0, pytest.approx(150.0)),
+                    ("bw", 1, "1024x1024x4096"): (2, 200.0, pytest.approx(100.0)),
+                    ("fw", 8, "32x64x64"): (2, 6.0, pytest.approx(12.0))}
+    fw = got.set_index(["phase", "shape"]).loc[("fw", "1024x1024x4096")]
+    assert fw.measured_us_per_call == 100.0 and fw.forecast_over_measured == pytest.approx(1.5)
+    one_sided = MK.gemm_calls(profile[profile["phase"] == "fw"], table)              # the backward was not profiled
+    assert one_sided.set_index("phase").loc["bw", "measured_us"] != one_sided.set_index("phase").loc["bw", "measured_us"]
+
+
+def test_ratio_by_time_bins_and_medians():
+    rows = pd.DataFrame({"source": ["a", "a", "a", "b"], "t": [10.0, 40.0, 150.0, 50.0], "r": [2.0, 4.0, 1.0, 0.5]})
+    got = MK.ratio_by_time(rows, "t", "r", ["source"])
+    assert [(r.source, str(r.time_us), r.shapes, r.median_ratio) for r in got.itertuples()] == [
+        ("a", "[0.0, 50.0)", 2, 3.0), ("a", "[100.0, 200.0)", 1, 1.0), ("b", "[50.0, 100.0)", 1, 0.5)]

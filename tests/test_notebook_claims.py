@@ -2088,6 +2088,37 @@ def test_05_model_kernels_reading():
     says(NB05, f"forecast / measured spans {s.long_over.min():.2f} to {s.long_over.max():.2f}")
 
 
+def test_05_model_gemms_reading():
+    """05 cell model-gemms and its reading: the profiled runs' GEMMs shape by shape, beside GEMMs timed alone
+    (05-model-gemms, 05-model-gemm-bins)."""
+    b = table("05-model-gemm-bins").pivot(index="time_us", columns="source", values="median_ratio")
+    fw, bw, alone = b["H200 runs, forward"], b["H200 runs, backward"], b["H200 alone"]
+    mid = ["[50.0, 100.0)", "[100.0, 200.0)", "[200.0, 500.0)", "[500.0, 1000.0)", "[1000.0, 5000.0)"]
+    assert (fw[mid] - bw[mid]).abs().max() < 0.07                                      # "forecast alike"
+    says(NB05, f"{fw[mid[0]]:.2f} and {bw[mid[0]]:.2f} of their measured time at 50-100 us, {fw[mid[-1]]:.2f} and "
+               f"{bw[mid[-1]]:.2f} at 1-5 ms")
+    late = alone[mid[3:]]
+    assert alone[mid[0]] > 1 > late.max() and (alone[mid].diff().dropna() < 0).sum() >= 3   # "descend the same way"
+    says(NB05, f"from {alone[mid[0]]:.2f} of their time at 50-100 us to {late.min():.2f}-{late.max():.2f} from 0.5 to 5 ms")
+    h100 = b["H100 80GB HBM3 alone (dataset)"][mid[2:]]
+    a80 = b["A100 80GB PCIe alone (dataset)"]
+    says(NB05, f"the dataset's H100 test kernels ({h100.min():.2f}-{h100.max():.2f} from 0.2 to 5 ms); the A100-80GB's "
+               f"stay within {a80.min():.2f}-{a80.max():.2f}")
+    up = fw[mid] / alone[mid]
+    assert (up > 1).all()                                                              # "each bin sits higher"
+    says(NB05, f"forecast at {up.min():.2f}-{up.max():.2f} times the ratio of the same bin timed alone")
+    g = table("05-model-gemms")
+    tiny = g[g.measured_us_per_call < 50]
+    assert set(tiny.model) == {"switchxl4", "bert_large"}
+    says(NB05, f"{len(tiny)} shapes took under 50 us a call ({tiny.measured_us_per_call.min():.1f}-"
+               f"{tiny.measured_us_per_call.max():.1f} us")
+    says(NB05, f"forecast at up to {(tiny.forecast_us / tiny.calls).max():.1f} us a call, yet come to "
+               f"{100 * tiny.measured_us.sum() / g.measured_us.sum():.2f}% of the runs' GEMM time")
+    big = g[g.measured_us_per_call >= 200]
+    says(NB05, f"The GEMMs of 200 us a call or more take {100 * big.measured_us.sum() / g.measured_us.sum():.1f}% of it, "
+               f"forecast at {big.forecast_us.sum() / big.measured_us.sum():.3f}")
+
+
 def test_05_sector_reads_reading():
     """05 cell sector-reads and its reading: the forecast with and without the sector rule (e2e_sector_reads)."""
     s = table("e2e_sector_reads")

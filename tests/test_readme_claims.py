@@ -1305,6 +1305,18 @@ def test_h200_model_profiles_and_grad_mode():
         f"at {gpt3.plain_peak_gb:.1f} GB, and the dataset timed it on 80-GB GPUs")
 
 
+def test_model_gemm_bins():
+    """The profiled runs' GEMMs beside GEMMs timed alone (notebook 05, 05-model-gemm-bins)."""
+    b = table("05-model-gemm-bins").pivot(index="time_us", columns="source", values="median_ratio")
+    mid = ["[50.0, 100.0)", "[100.0, 200.0)", "[200.0, 500.0)", "[500.0, 1000.0)", "[1000.0, 5000.0)"]
+    assert (b.loc[mid, "H200 runs, forward"] - b.loc[mid, "H200 runs, backward"]).abs().max() < 0.07
+    alone, late = b["H200 alone"], b.loc[mid[3:], "H200 alone"]
+    say(f"from {alone[mid[0]]:.2f} of their time at 50-100 us to {late.min():.2f}-{late.max():.2f} from 0.5 to 5 ms")
+    h100, a80 = b.loc[mid[2:], "H100 80GB HBM3 alone (dataset)"], b["A100 80GB PCIe alone (dataset)"]
+    assert h100.max() < 0.9                                                 # "as do the dataset's H100 test kernels"
+    say(f"where the A100-80GB's stay within {a80.min():.2f}-{a80.max():.2f}")
+
+
 def test_sector_reads():
     """The sector rule end to end (notebook 05, e2e_sector_reads)."""
     s = table("e2e_sector_reads")
