@@ -1,12 +1,14 @@
-"""Tests of lib.consistency: GEMM shapes read from label fx nodes, ratios against a kernel table."""
+"""Tests of lib.consistency (GEMM shapes read from label fx nodes, ratios against a kernel table), and of the label
+checks beside it: lib.dataset_priced and lib.short_kernels."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from lib.consistency import (consistency_table, dataset_priced, dataset_priced_labels, dataset_priced_summary,
-                             duration_offset, gemm_shape, isolated_floor_ms, kernel_floor_ape,
-                             label_small_ew_ms, matched_forecast, matched_forecast_by_device, matched_nodes, node_sum_table,
-                             per_sample_ratio, repeat_spread, short_kernel_share, with_dataset_kernels)
+from lib.consistency import (consistency_table, gemm_shape, kernel_floor_ape, matched_forecast,
+                             matched_forecast_by_device, matched_nodes, node_sum_table, per_sample_ratio, repeat_spread)
+from lib.dataset_priced import (dataset_priced, dataset_priced_labels, dataset_priced_summary, duration_offset,
+                                with_dataset_kernels)
+from lib.short_kernels import isolated_floor_ms, label_small_ew_ms, short_kernel_share
 
 MATMUL = "<built-in method matmul of type object at 0x7fcd8c121d60>"
 ADDMM = "<built-in method addmm of type object at 0x15552dc96d80>"
@@ -331,7 +333,7 @@ def test_label_small_ew_ms_by_hand(tmp_path):
 
 
 def test_minus_overhead_ms_by_hand():
-    from lib.consistency import minus_overhead_ms
+    from lib.short_kernels import minus_overhead_ms
     table = pd.DataFrame({"pred_ms": [0.01, 0.04, 1.0], "count": [10, 5, 2]})
     # (0 x 10) + (0.02 x 5) + (0.98 x 2) = 2.06: a kernel shorter than the overhead costs nothing
     assert minus_overhead_ms(table, 0.02) == pytest.approx(2.06)
@@ -382,7 +384,7 @@ def test_node_sum_table_sets_python_only_nodes_apart(tmp_path):
 
 def test_label_python_node_ms_is_the_median_of_timed_python_only_nodes(tmp_path):
     # python-only nodes: a size (0.01 ms), a view (0.03 ms) and a placeholder (0: not timed); the full makes a tensor
-    from lib.consistency import label_python_node_ms
+    from lib.short_kernels import label_python_node_ms
     nodes = [("placeholder", "input_ids", "[]", "(2, 8)", 0.0, "input_ids"),
              ("call_method", "size", "[[2, 8, 32]]", "(1,)", 0.01, "size"),
              ("call_method", "view", "[[2, 8, 32]]", "(2, 8, 4, 8)", 0.03, "view"),

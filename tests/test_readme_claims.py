@@ -865,7 +865,7 @@ def kernels():
 def test_numbers_from_the_dataset(kernels):
     """Small FC kernels, the A100 twins' GEMM ratio, short-kernel floors: data/neusight/."""
     from lib.comparison import matched_medians
-    from lib.consistency import isolated_floor_ms, label_small_ew_ms
+    from lib.short_kernels import isolated_floor_ms, label_small_ew_ms
     from lib.devices import TRAIN_GPUS_NVIDIA
     from lib.labels import load_labels
 
