@@ -1313,7 +1313,8 @@ def test_model_gemm_bins():
     alone, late = b["H200 alone"], b.loc[mid[3:], "H200 alone"]
     say(f"from {alone[mid[0]]:.2f} of their time at 50-100 us to {late.min():.2f}-{late.max():.2f} from 0.5 to 5 ms")
     h100, a80 = b.loc[mid[2:], "H100 80GB HBM3 alone (dataset)"], b["A100 80GB PCIe alone (dataset)"]
-    assert h100.max() < 0.9 < 1 < b.loc["[0.0, 50.0)", "H100 80GB HBM3 alone (dataset)"]   # "as do the dataset's H100 test kernels"
+    # "falls with their time in the same way": too slow under 50 us, too fast from 0.2 to 5 ms
+    assert h100.max() < 0.9 < 1 < b.loc["[0.0, 50.0)", "H100 80GB HBM3 alone (dataset)"]
     say(f"where the A100-80GB's stay within {a80.min():.2f}-{a80.max():.2f}")
 
 
