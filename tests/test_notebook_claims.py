@@ -2107,9 +2107,19 @@ def test_05_model_gemms_reading():
     up = fw[mid] / alone[mid]
     assert (up > 1).all()                                                              # "each bin sits higher"
     says(NB05, f"forecast at {up.min():.2f}-{up.max():.2f} times the ratio of the same bin timed alone")
+    from lib.measured import measured_kernels
+    own = measured_kernels()
+    own = own[own.op_class.isin(["BMM", "FC"])]
+    says(NB05, f"whose sizes all are too ({(own[['M', 'N', 'K']] % 64 == 0).all(axis=1).sum()} of {len(own)})")
+    up_aligned = fw[mid] / b["H200 alone, sizes multiples of 64"][mid]
+    assert up_aligned.max() < up.max()                                                 # "Alignment is part of it"
+    says(NB05, f"the runs sit {up_aligned[mid[2:]].min():.2f}-{up_aligned[mid[2:]].max():.2f} times higher from 200 us "
+               f"to 5 ms, but still {up_aligned[mid[:2]].min():.2f}-{up_aligned[mid[:2]].max():.2f} times under 200 us")
     g = table("05-model-gemms")
     tiny = g[g.measured_us_per_call < 50]
     assert set(tiny.model) == {"switchxl4", "bert_large"}
+    dims = g["shape"].str.split("x", expand=True).astype(int)
+    says(NB05, f"{(dims % 64 == 0).all(axis=1).mean():.0%} of the runs' shapes have every size a multiple")
     says(NB05, f"{len(tiny)} shapes took under 50 us a call ({tiny.measured_us_per_call.min():.1f}-"
                f"{tiny.measured_us_per_call.max():.1f} us")
     says(NB05, f"forecast at up to {(tiny.forecast_us / tiny.calls).max():.1f} us a call, yet come to "
