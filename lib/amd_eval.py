@@ -79,9 +79,9 @@ def kernel_forecasts(cfg: dict | None = None, nvidia_cfg: dict | None = None, ma
             these = raw[mask].reset_index(drop=True)
             model = train_amd(op_class, variant, cfg, match_steps, rocm_softmax=rocm_softmax, smem_input=smem_input)
             forest = amd_tile_forest(variant) if op_class in GEMM_CLASSES else None
-            by_rule = {rule: predict_by_device(these, tiles="spec",
+            by_rule = {rule: predict_by_device(these, tiles=tiles,
                                                cfg_by_class={op_class: replace(model, tile_forest=f)})
-                       for rule, f in (("autotune", None), ("classifier", forest))}
+                       for rule, tiles, f in (("autotune", "autotune", None), ("classifier", "spec", forest))}
             out = these[["op", "B", "M", "N", "K", "H", "device", "latency_ms"]].assign(
                 op_class=op_class, setting=setting, trained_on=variant, amd_spec=by_rule[AMD_SPEC_TILES],
                 amd_autotune=by_rule["autotune"], amd_classifier=by_rule["classifier"],

@@ -1,7 +1,7 @@
 """Kernel latency on any GPU from its spec: NeuSight and the baselines, API and CLI (notebook 04).
 
     python -m lib.kernels --device DEVICE.json --input KERNELS.csv --output PRED.csv \
-        [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier] [--config CONFIGS.json]
+        [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier|hybrid] [--config CONFIGS.json]
         [--dtype fp32|fp16]
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
@@ -49,8 +49,10 @@ from .precision import PrecisionError, fp16_device, fp16_note, predict_fp16, una
 from .tiles import gemm_tile_from_name
 
 METHODS = ("neusight", "roofline", "habitat", "li")
-TILES = ("spec", "oracle", "autotune", "classifier")
-SPEC_TILES = "autotune"          # what tiles='spec' means (chosen in notebook 04 on ID validation)
+TILES = ("spec", "oracle", "autotune", "classifier", "hybrid")
+# what tiles='spec' means: the autotuner (chosen in notebook 04 on ID validation), with the classifier's tile for
+# narrow GEMMs (amendment 8, lib.selection; lib.tile_choice.narrow_gemms)
+SPEC_TILES = "hybrid"
 # The columns a device's spec adds to a kernel table (Device.spec_columns): equal in two rows, the same GPU
 SPEC_KEY = ["device" if f.name == "name" else f.name for f in fields(Device) if f.name != "path"]
 
@@ -82,21 +84,31 @@ def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:
 
 def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int = 0) -> np.ndarray:
     from .predictors import predict_featured
-    from .tile_choice import autotune_tiles, classify_tiles, tile_candidates, tile_forest
+    from .tile_choice import autotune_tiles, classify_tiles, narrow_gemms, tile_candidates, tile_forest
     predict = lambda feat: predict_featured(feat, cfg_by_class, seed)
     if tiles == "oracle":
         return predict(add_features(df, tiles="oracle"))
     forest = tile_forest(cfg_by_class)     # GEMM predictors with their own classifier (lib.amd): 'spec' is it
-    tiles = ("classifier" if forest is not None else SPEC_TILES) if tiles == "spec" else tiles
+    # GEMM predictors with their own tiles but no classifier (lib.amd's before amendment A2) keep the autotuner:
+    # amendment 8's hybrid was scored on NVIDIA's training GPUs, and its classifier knows NVIDIA's tiles only
+    own_tiles = any(getattr((cfg_by_class or {}).get(c), "tile_candidates", None) for c in ("BMM", "FC"))
+    if tiles == "spec":
+        tiles = "classifier" if forest is not None else "autotune" if own_tiles else SPEC_TILES
     gemm = df["op"].isin(GEMM_OPS).to_numpy()
     out = np.full(len(df), np.nan)
-    g = df[gemm].assign(tile_m=np.nan, tile_n=np.nan)
-    if gemm.any() and tiles == "autotune":
-        g["tile_m"], g["tile_n"], out[gemm] = autotune_tiles(g, predict, tile_candidates(cfg_by_class))
-    elif gemm.any():
-        g["tile_m"], g["tile_n"] = classify_tiles(g) if forest is None else \
-            classify_tiles(g, forest, tile_candidates(cfg_by_class))
-        out[gemm] = predict(add_features(g, tiles="given"))
+    g = df[gemm]
+    # hybrid: the classifier for narrow GEMMs, the autotuner for the others
+    classified = np.ones(len(g), bool) if tiles == "classifier" else \
+        narrow_gemms(g) if tiles == "hybrid" else np.zeros(len(g), bool)
+    gemm_out = np.full(len(g), np.nan)
+    if (~classified).any():
+        gemm_out[~classified] = autotune_tiles(g[~classified], predict, tile_candidates(cfg_by_class))[2]
+    if classified.any():
+        c = g[classified]
+        tile_m, tile_n = classify_tiles(c) if forest is None else \
+            classify_tiles(c, forest, tile_candidates(cfg_by_class))
+        gemm_out[classified] = predict(add_features(c.assign(tile_m=tile_m, tile_n=tile_n), tiles="given"))
+    out[gemm] = gemm_out
     if (~gemm).any():
         out[~gemm] = predict(add_features(df[~gemm].assign(tile_m=np.nan, tile_n=np.nan), tiles="given"))
     return out
@@ -135,6 +147,7 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
     df: columns op, B, M, N, K, H (and 'bytes' for op 'mem'; 'kernel_name' for tiles='oracle').
     method: neusight | roofline | habitat | li (li: NaN for the ops without training-split rows on the device).
     tiles (neusight): spec (= SPEC_TILES, or the classifier GEMM predictors carry: lib.amd) | autotune | classifier |
+        hybrid (the classifier for narrow GEMMs, lib.tile_choice.narrow_gemms; the autotuner for the others) |
         oracle (target's kernel names).
     cfg_by_class (neusight) and habitat_cfg (habitat): training configs; None = the defaults.
     seed (neusight): the training seed of the default configs (0: the committed results' models).

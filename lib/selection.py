@@ -245,6 +245,23 @@ def scored_candidates(candidates: dict, protocol: str) -> dict:
             for c, cands in candidates.items()}
 
 
+# PROTOCOL AMENDMENT 8 (GEMM tiles), made in a later session AFTER every number above had been seen, OOD and
+# end-to-end ones included, and after that session had read, on the dataset's OOD kernels, the A100-80GB's batched
+# matmuls by their smaller output side: forecast at a median 0.61-0.63 of their time where it is 64, 0.88 at 96 and
+# about 1.0-1.07 from 128 on, while the A100 runs ampere_sgemm_128x128 on every one of them. Motivation: the
+# autotuner takes the tile with the fastest forecast, so a GEMM narrower than a large tile always gets a small, full
+# one; a library may run the large tile half empty instead, and the training GPUs' tiles say which it does (the
+# classifier learns them). Change (lib.tile_choice.narrow_gemms, lib.kernels.SPEC_TILES = 'hybrid'): a GEMM whose
+# smaller output side min(M, K) is below 128, the candidates' largest tile side, takes the classifier's tile; the
+# others keep the autotuner's. No model is retrained. Rule, written before any number of it was computed
+# (2026-12-01, 00:37 UTC): per GEMM class, with the class's unseen-GPU default config (DEFAULT_CONFIGS without the
+# envelope), adopt iff the hybrid's tile-rule criterion score (lib.protocol.tile_rule_table: mean LOGO MAPE +
+# held-out-shape MAPE, over 2; training GPUs only) is lower than the autotuner's. Computed (notebook 04 recomputes it):
+#   BMM: autotune 24.30 (LOGO 25.01, shapes 23.60), hybrid 21.27 (29.88, 12.66): adopted
+#   FC:  autotune 28.96 (LOGO 34.14, shapes 23.78), hybrid 28.85 (34.93, 22.77): adopted, by 0.11 points
+# The classifier alone scored lower still (BMM 20.51, FC 24.72); it was not a candidate of the rule and is not adopted.
+AMENDMENT8_TILES = {"BMM": "hybrid", "FC": "hybrid"}
+
 UNSEEN_CHOICE = {**AMENDMENT4_UNSEEN_CHOICE, "BMM": ("logo_choice_fill", 40), "FC": ("wave_l2_fill", 38)}
 KNOWN_CHOICE = {**AMENDMENT4_KNOWN_CHOICE, "BMM": ("wave_l2_fill", 40), "FC": ("wave_l2_fill", 38)}
 SELECTED = _chosen(CANDIDATES, UNSEEN_CHOICE)

@@ -113,3 +113,15 @@ def classify_tiles(df: pd.DataFrame, forest=None, candidates: np.ndarray = CANDI
     """(tile_m, tile_n) per GEMM row, predicted by `forest` (default: tile_classifier()) fitted over candidates."""
     idx = (tile_classifier() if forest is None else forest).predict(classifier_inputs(df))
     return candidates[idx, 0], candidates[idx, 1]
+
+
+# Amendment 8 (lib.selection): a GEMM whose smaller output side min(M, K) is below NARROW_SIDE, the candidates'
+# largest tile side, can run a tile partly empty, as the A100's libraries run 128 x 128 on every batched matmul; the
+# autotuner's fastest forecast never picks such a tile, so these rows take the classifier's tile (what the training
+# GPUs' libraries ran), the others the autotuner's ('hybrid' tiles)
+NARROW_SIDE = 128
+
+
+def narrow_gemms(df: pd.DataFrame) -> np.ndarray:
+    """Whether each GEMM row's smaller output side min(M, K) is below NARROW_SIDE (amendment 8; notebook 04)."""
+    return np.minimum(df["M"].to_numpy(float), df["K"].to_numpy(float)) < NARROW_SIDE

@@ -399,6 +399,7 @@ def test_04_tile_rule_reading():
     runs = table("04-tile-rules-criterion")
     shapes = runs[runs["run"] == "shapes"].set_index(["op_class", "rule"])
     score = protocol.tile_rule_scores(runs).pivot(index="op_class", columns="rule", values="score")
+    score = score[["autotune", "classifier", "oracle"]]   # the three the default was first chosen among (not the hybrid)
     worst = [c for c in ("BMM", "FC") if score.loc[c].idxmax() == "autotune"]
     says(NB04, f"under the protocol's criterion the autotuner scores *worst* for "
                f"{'both GEMM classes' if len(worst) == 2 else and_list(worst) or 'no GEMM class'}")
@@ -582,11 +583,15 @@ def test_04_shape_error_transfer():
                f"more than {h100['FC']:.2f} (pairs with at least 50 shapes in common)")
     h_all = t[t["device"] == H100]
     helps = h_all[h_all["without_shape_error_mape_pct"] < h_all["mape_pct"]]
-    assert not (helps["op_class"] == "BMM").any(), "the prose says dividing out any training GPU's error worsens BMM"
-    assert list(helps["op_class"]) == ["FC"] and list(helps["train_gpu"]) == [A100_40], "the prose names one exception"
-    r = helps.iloc[0]
-    says(NB04, "Dividing out any training GPU's error per shape makes its BMM forecasts worse, and its FC forecasts "
-               f"worse for every training GPU but the A100-PCIE-40GB ({r['mape_pct']:.1f}% to "
+    bmm = h_all[h_all["op_class"] == "BMM"].assign(gain=lambda d: d["mape_pct"] - d["without_shape_error_mape_pct"])
+    best = bmm.loc[bmm["gain"].idxmax()]
+    assert best["gain"] < 0.1 and best["train_gpu"] == "Tesla P100-PCIE-16GB"        # "no better"
+    fc_helps = helps[helps["op_class"] == "FC"]
+    assert list(fc_helps["train_gpu"]) == [A100_40], "the prose names one exception"
+    r = fc_helps.iloc[0]
+    says(NB04, f"Dividing out any training GPU's error per shape makes its BMM forecasts no better (at best "
+               f"{best['mape_pct']:.2f}% to {best['without_shape_error_mape_pct']:.2f}%, with the P100's), and its FC "
+               f"forecasts worse for every training GPU but the A100-PCIE-40GB ({r['mape_pct']:.1f}% to "
                f"{r['without_shape_error_mape_pct']:.1f}%)")
 
 
@@ -604,8 +609,9 @@ def test_04_error_concentration_reading():
     assert set(bmm_by_gpu.nlargest(2).index) == {"Tesla P4", "Tesla T4"}
     says(NB04, "Batched matmul misses most on P4 and T4")
     waves = ood[(ood["grouping"] == "waves") & (ood["op_class"] == "BMM")].set_index("group")["mape_pct"]
-    assert waves.idxmax() == "(0.0, 1.0]"
-    says(NB04, "Out of distribution, batched matmul misses most on kernels of at most one wave")
+    assert waves.idxmax() == "(64.0, 256.0]" and waves.idxmin() == "(0.0, 1.0]"
+    says(NB04, "Out of distribution, batched matmul misses most on kernels of 64 to 256 waves, and least on those of\n"
+               "  at most one wave")
     vector_waves = t[(t["grouping"] == "waves") & t["op_class"].isin(["EW", "LN"])]["group"]
     assert set(vector_waves) <= {"(64.0, 256.0]", "(256.0, inf]"}
     says(NB04, "Element-wise and layernorm kernels all run in more than 64 waves")
@@ -756,14 +762,13 @@ def test_05_matched_forecast():
                f"{train['kernel_over_pred']:.2f}x over the training labels'")
     assert all(BAND[0] <= r <= BAND[1] for r in (inf["label_over_kernel"], train["label_over_kernel"]))   # "agree"
     says(NB05, f"agree with the kernel dataset ({inf['label_over_kernel']:.2f} and {train['label_over_kernel']:.2f})")
-    says(NB05, f"fall from {inf['neusight_ape']:.1f}% to {inf['exact_ape_pct']:.1f}% (inference) and from "
+    says(NB05, f"go from {inf['neusight_ape']:.1f}% to {inf['exact_ape_pct']:.1f}% (inference) and from "
                f"{train['neusight_ape']:.1f}% to {train['exact_ape_pct']:.1f}% (training)")
     from lib.report import E2E_TARGET_PCT
-    share = {k: (r["neusight_ape"] - r["exact_ape_pct"]) / (r["neusight_ape"] - E2E_TARGET_PCT)
-             for k, r in (("inference", inf), ("training", train))}
-    assert share["inference"] > 0.5 and 0 < share["training"] < 0.5
-    says(NB05, f"more than half of the H100's inference excess over the {E2E_TARGET_PCT:g}% target is the kernel forecast "
-               f"of large GEMMs, and {100 * share['training']:.0f}% of its training excess")
+    share = (inf["neusight_ape"] - inf["exact_ape_pct"]) / (inf["neusight_ape"] - E2E_TARGET_PCT)
+    assert 0 < share < 1 and train["exact_ape_pct"] > train["neusight_ape"]           # "would get worse"
+    says(NB05, f"{100 * share:.0f}% of the H100's inference excess over the {E2E_TARGET_PCT:g}% target is the kernel "
+               "forecast of large GEMMs, while its training labels would get worse")
     a80 = m.loc[(A100_80, "training")]
     assert a80["exact_ape_pct"] < a80["neusight_ape"]
     says(NB05, f"its matched nodes are {100 * a80['matched_share']:.0f}% of a training label's time, our FC forecast "
@@ -802,12 +807,13 @@ def test_05_short_kernels_and_fixed_time():
     switch_kernels = short.loc[short["model"] == "switchxl4", "short_kernels"].min()
     top = gain.sort_values(ascending=False)
     assert list(top.index[:3]) == ["switchxl4", "gpt3_xl", "gpt3_27"]
-    assert gain.idxmin() == "bert_large" and gain["bert_large"] < 0
+    assert gain.idxmin() == "bert_large"
+    bert = (f"BERT-Large's rise (by {-gain['bert_large']:.1f} points)" if gain["bert_large"] < 0
+            else f"BERT-Large's fall least (by {gain['bert_large']:.1f} points)")
     says(NB05, f"the variant lowers the {' and '.join(k.split()[0] for k in lowered)} errors, SwitchTransformer's most "
                f"(by {gain['switchxl4']:.1f} points of mean APE), as each of its "
                f"{'thousands' if switch_kernels >= 1000 else 'hundreds'} of short kernels loses t0, then GPT3-XL's and "
-               f"GPT3-2.7B's (by {gain['gpt3_xl']:.1f} and {gain['gpt3_27']:.1f}); BERT-Large's rise (by "
-               f"{-gain['bert_large']:.1f} points)")
+               f"GPT3-2.7B's (by {gain['gpt3_xl']:.1f} and {gain['gpt3_27']:.1f}); {bert}")
     unseen_train = var[(var["gpus"] == "other GPUs") & (var["kind"] == "training")]
     raises = unseen_train["hidden_t0_ape"].mean() > unseen_train["neusight_ape"].mean()
     says(NB05, f"It {'raises' if raises else 'lowers'} the training error on the GPUs never trained on")
@@ -826,12 +832,13 @@ def test_05_amendment7_end_to_end():
     n = g.size()
     ba = lambda gpus, kind: f"{ape.loc[(gpus, kind), 'ape_before']:.1f}% -> {ape.loc[(gpus, kind), 'ape_after']:.1f}%"  # noqa: E731
     other, own = "other GPUs", "training GPUs"
-    assert (ape.loc[other, "ape_after"] > ape.loc[other, "ape_before"]).all(), "the prose says it rises"
+    up = ape.loc[other, "ape_after"] > ape.loc[other, "ape_before"]
+    assert up["inference"] and not up["training"] and not up["fused inference"], "the prose says: rises, falls, falls"
     assert (ape.loc[own, "ape_after"] < ape.loc[own, "ape_before"]).all(), "the prose says it falls"
     says(NB05, f"forecast faster, {faster[other, 'inference']} of the {n[other, 'inference']} inference labels and "
-               f"{faster[other, 'training']} of the {n[other, 'training']} training labels, and the mean APE rises: "
-               f"{ba(other, 'inference')} (inference), {ba(other, 'training')} (training) and "
-               f"{ba(other, 'fused inference')} (fused inference)")
+               f"{faster[other, 'training']} of the {n[other, 'training']} training labels; the mean APE rises for "
+               f"inference, {ba(other, 'inference')}, and falls for training, {ba(other, 'training')}, and fused "
+               f"inference, {ba(other, 'fused inference')}")
     says(NB05, f"it falls: {ba(own, 'inference')}, {ba(own, 'training')} and {ba(own, 'fused inference')}")
 
 
@@ -845,6 +852,29 @@ def test_05_schedule_correction():
                f"{f('fused inference')} for fused inference")
     moved_pct = (100 * (t["ms_after"] / t["ms_before"] - 1)).abs().max()
     says(NB05, f"no label's forecast moved by more than {math.ceil(moved_pct)}%")
+
+
+def test_05_amendment8_end_to_end():
+    """05 cell a8-e2e-read: every label forecast with the autotuner's tiles and with the hybrid (e2e_amendment8)."""
+    a8 = table("e2e_amendment8")
+    kind = a8.groupby("kind")[["ape_before", "ape_after"]].mean()
+    ba = lambda r: f"{r['ape_before']:.2f}% to {r['ape_after']:.2f}%"                    # noqa: E731
+    assert kind.loc["training", "ape_after"] < kind.loc["training", "ape_before"]
+    assert (kind.loc[["inference", "fused inference"], "ape_after"] > kind.loc[["inference", "fused inference"], "ape_before"]).all()
+    says(NB05, f"the hybrid tiles lower the training labels' mean APE from\n{ba(kind.loc['training'])}, and raise the "
+               f"inference labels' from {ba(kind.loc['inference'])} and the fused ones' from {ba(kind.loc['fused inference'])}")
+    g = a8.groupby(["gpus", "kind"])[["ape_before", "ape_after"]].mean()
+    arrow = lambda r: f"{r['ape_before']:.2f}% -> {r['ape_after']:.2f}%"                 # noqa: E731
+    other, own = g.loc["other GPUs"], g.loc["training GPUs"]
+    assert (other["ape_after"] < other["ape_before"]).all() and (own["ape_after"] > own["ape_before"]).all()
+    says(NB05, f"(inference {arrow(other.loc['inference'])}, training {arrow(other.loc['training'])}, fused inference "
+               f"{arrow(other.loc['fused inference'])})")
+    says(NB05, f"(inference {arrow(own.loc['inference'])}, training {arrow(own.loc['training'])}, fused inference "
+               f"{arrow(own.loc['fused inference'])})")
+    per = a8[a8["gpus"] == "training GPUs"].groupby(["kind", "device"])[["ape_before", "ape_after"]].mean()
+    worst = (per["ape_after"] - per["ape_before"]).idxmax()
+    assert worst == ("inference", "Tesla P100-PCIE-16GB")
+    says(NB05, f"P100 inference most ({arrow(per.loc[worst])})")
 
 
 def test_05_amendment6_end_to_end():
@@ -873,12 +903,12 @@ def test_04_seed_spread():
     bmm, soft = r[("OOD", "BMM")], r[("OOD", "SOFTMAX")]
     seed0 = table("04-seed-spread").set_index(["split", "op_class"]).loc[("OOD", "BMM")]
     first_is_best = seed0["seed0_pct"] == seed0["min_pct"]
-    assert bmm["vs_paper"] == "above" and soft["vs_paper"] in ("spans", "above") and (first_is_best or bmm["first_is_worst"])
+    assert bmm["vs_paper"] == "above" and soft["vs_paper"] in ("spans", "above")
+    place = "the best" if first_is_best else "the worst" if bmm["first_is_worst"] else "neither the best nor the worst"
     says(NB04, f"over {WORDS[bmm['seeds']]} seeds, the OOD MAPE of BMM lies between {bmm['range'].replace('-', ' and ')}% "
                f"and that of softmax between {soft['range'].replace('-', ' and ')}%")
     says(NB04, f"Every seed is above the paper's {bmm['paper']} for BMM")
-    says(NB04, f"seed 0, the committed one, happens to be the {'best' if first_is_best else 'worst'} of the "
-               f"{WORDS[bmm['seeds']]} for BMM")
+    says(NB04, f"seed 0, the committed one, happens to be {place} of the {WORDS[bmm['seeds']]} for BMM")
     says(NB04, f"Softmax's range contains the paper's {soft['paper']}" if soft["vs_paper"] == "spans"
          else f"Every seed is above the paper's {soft['paper']} for softmax too")
     below = {c: r[("OOD", c)] for c in ("FC", "EW", "LN")}
@@ -911,13 +941,9 @@ def test_05_seed_spread():
     says(NB05, f"over {n} seeds, the mean APE is {inf['range']}% for\ninference and {train['range']}% for training")
     assert inf["min_pct"] > 5 and train["min_pct"] > 5
     inf_below, train_below = below_paper("inference"), below_paper("training")
-    assert inf_below == inf["seeds"] and 0 < train_below < train["seeds"]
-    says(NB05, f"above the 5% target on every seed; below the paper's {inf['paper_pct']:.1f} for inference on every seed, "
-               f"but below its {train['paper_pct']:.2f} for training on {WORDS[train_below]} "
-               f"seed{'' if train_below == 1 else 's'} of {n} only")
-    train_seeds = seeds_of("training")
-    below = train_seeds[train_seeds < train["paper_pct"]].sort_values(ascending=False)
-    says(NB05, f"only ({and_list(f'{v:.2f}' for v in below)})")
+    assert inf_below == inf["seeds"] and train_below == train["seeds"]
+    says(NB05, f"above the 5% target on every seed; below the paper's {inf['paper_pct']:.1f} for inference and its "
+               f"{train['paper_pct']:.2f} for training on every seed")
     # where the committed (first) seed ranks: the number of seeds with a higher mean APE
     rank = {0: "the highest", 1: "the second highest", 2: "the third highest", 3: "the fourth highest", 4: "the lowest"}
     above_first = {k: int((seeds_of(k) > seeds_of(k).iloc[0]).sum()) for k in ("inference", "training")}
@@ -945,41 +971,38 @@ def test_05_seed_spread():
     v100 = "Tesla V100-PCIE-32GB"
     a40, h100_train, a80, v100_train = (r[k] for k in (("inference", A100_40), ("training", H100), ("training", A100_80),
                                                         ("training", v100)))
-    assert above == {("inference", H100), ("training", A100_80), ("training", H100), ("training", v100)}
+    p100 = r[("inference", "Tesla P100-PCIE-16GB")]
+    assert above == {("inference", H100), ("inference", "Tesla P100-PCIE-16GB"), ("training", v100)}
     says(NB05, "Of the GPUs above the paper's averages on its labels with the committed seed (H100 inference,\n"
-               "A100-80GB training, H100 training and V100 training)")
-    assert h100["paper_labels_min_pct"] > h100["paper_pct"] and a80["paper_labels_min_pct"] > a80["paper_pct"]
+               "P100 inference and V100 training)")
+    assert h100["paper_labels_min_pct"] > h100["paper_pct"] and p100["paper_labels_min_pct"] > p100["paper_pct"]
     says(NB05, f"H100 inference stays above on every seed ({on_paper(h100)}% against {h100['paper_pct']:.1f}), and so "
-               f"does A100-80GB training ({on_paper(a80)}% against {a80['paper_pct']:.1f})")
-    # H100 and V100 training: above the paper with the committed seed only, the highest of their seeds
+               f"does P100 inference ({on_paper(p100)}% against {p100['paper_pct']:.1f})")
     two = lambda v: f"{v['paper_labels_min_pct']:.2f}-{v['paper_labels_max_pct']:.2f}% against {v['paper_pct']:.2f}"
-    for v in (h100_train, v100_train):
-        assert v["paper_labels_min_pct"] < v["paper_pct"] < v["paper_labels_max_pct"] and v["seed0_pct"] == v["max_pct"]
-        seeds = [v[f"seed{i}_pct"] for i in range(inf["seeds"])]
-        assert sum(x > v["paper_pct"] for x in seeds) == 1
-    says(NB05, f"H100 training and V100 training are above it with the committed seed only, for each its highest of the "
-               f"five ({two(h100_train)}, and {two(v100_train)})")
+    v_seeds = [v100_train[f"seed{i}_pct"] for i in range(inf["seeds"])]
+    says(NB05, f"V100 training is above it on {WORDS[sum(x > v100_train['paper_pct'] for x in v_seeds)]} seeds of "
+               f"{WORDS[inf['seeds']]} ({two(v100_train)})")
     assert a40["paper_labels_max_pct"] < a40["paper_pct"] and a40["max_pct"] < a40["paper_pct"]
     says(NB05, f"A100-PCIE-40GB inference is below it on every seed, over all its labels "
                f"({a40['range']}%) and on the labels the paper's tables have ({on_paper(a40)}% against "
                f"{a40['paper_pct']:.1f}), which leave out its two 2,048-token SwitchTransformer labels")
-    p100 = r[("inference", "Tesla P100-PCIE-16GB")]
-    assert p100["max_pct"] < p100["paper_pct"]
-    says(NB05, f"P100 inference is below the paper's {p100['paper_pct']:.2f} on every seed ({p100['range']}%)")
+    for v in (a80_train := a80, h100_train):
+        assert v["paper_labels_max_pct"] < v["paper_pct"]
+    says(NB05, f"so are A100-80GB\ntraining ({on_paper(a80_train)}% against {a80_train['paper_pct']:.1f}) and H100 training "
+               f"({on_paper(h100_train)}% against {h100_train['paper_pct']:.1f})")
     # the seeds' mean forecast per label (mean_forecast_pct): inside each range, above 5%, and the two GPUs still above
     mean = {k: v["mean_forecast_pct"] for k, v in r.items()}
     assert all(v["min_pct"] <= v["mean_forecast_pct"] <= v["max_pct"] for k, v in r.items() if k[1] == "ALL")
     assert mean[("inference", "ALL")] > 5 and mean[("training", "ALL")] > 5
-    assert mean[("inference", H100)] > h100["paper_pct"] and mean[("training", A100_80)] > a80["paper_pct"]
+    assert mean[("inference", H100)] > h100["paper_pct"] and mean[("inference", "Tesla P100-PCIE-16GB")] > p100["paper_pct"]
     says(NB05, f"{n} seeds (`mean_forecast_pct`) takes out what the seed adds and keeps what\nevery seed shares: "
                f"{mean[('inference', 'ALL')]:.1f}% for inference, {mean[('training', 'ALL')]:.1f}% for training and "
                f"{mean[('fused inference', 'ALL')]:.1f}% for fused inference, each inside its range over the\nseeds and "
                f"still above 5% for both targets. H100 inference ({mean[('inference', H100)]:.1f}% against the paper's "
-               f"{h100['paper_pct']:.1f}) and A100-80GB training ({mean[('training', A100_80)]:.1f}% against\n"
-               f"{a80['paper_pct']:.1f}) stay above the paper's averages")
-    assert mean[("training", H100)] < h100_train["paper_pct"] and mean[("training", v100)] < v100_train["paper_pct"]
-    says(NB05, f"H100 training\n({mean[('training', H100)]:.1f}%) falls below the paper's {h100_train['paper_pct']:.1f}, "
-               f"and V100 training ({mean[('training', v100)]:.1f}%) below its {v100_train['paper_pct']:.1f}")
+               f"{h100['paper_pct']:.1f}) and P100 inference ({mean[('inference', 'Tesla P100-PCIE-16GB')]:.1f}% "
+               f"against {p100['paper_pct']:.1f}) stay above the paper's averages")
+    assert mean[("training", v100)] < v100_train["paper_pct"]
+    says(NB05, f"V100\ntraining ({mean[('training', v100)]:.1f}%) falls below the paper's {v100_train['paper_pct']:.1f}")
 
 
 def test_04_held_out_gpus():
@@ -1023,9 +1046,9 @@ def test_04_p4_sm_count():
     t = table("04-p4-sm-count").set_index("op_class")
     m = lambda c: f"{t.loc[c, 'mape_pct_spec_file']:.1f}% -> {t.loc[c, 'mape_pct_traced']:.1f}%"
     better = [c for c in OP_ORDER if t.loc[c, "mape_pct_traced"] < t.loc[c, "mape_pct_spec_file"]]
-    assert better == ["BMM", "FC", "SOFTMAX", "LN"]
-    says(NB04, f"four classes are forecast better, BMM {m('BMM')}, FC {m('FC')}, softmax {m('SOFTMAX')} and layernorm "
-               f"{m('LN')}, and element-wise worse, {m('EW')}")
+    assert better == ["FC", "SOFTMAX", "LN"]
+    says(NB04, f"three classes are forecast better, FC {m('FC')}, softmax {m('SOFTMAX')} and layernorm {m('LN')}, and two "
+               f"worse, BMM {m('BMM')} and element-wise {m('EW')}")
     assert t.loc["all", "kernels"] == t.drop("all")["kernels"].sum()
     says(NB04, f"Over all {t.loc['all', 'kernels']:,.0f} kernels the MAPE moves from {t.loc['all', 'mape_pct_spec_file']:.1f}% "
                f"to {t.loc['all', 'mape_pct_traced']:.1f}%")
@@ -1066,19 +1089,18 @@ def test_05_backward_traffic():
     assert (up > 0).all()
     says(NB05, f"the rule makes every training forecast slower, by {up.min():.1f}-{up.max():.1f}%")
     mean = t[["without_ape", "with_ape"]].mean()
-    assert mean["with_ape"] < mean["without_ape"]
-    says(NB05, f"The mean APE over all {len(t)} training labels falls from {mean['without_ape']:.1f}% to "
+    says(NB05, f"The mean APE over all {len(t)} training labels "
+               f"{'falls' if mean['with_ape'] < mean['without_ape'] else 'rises'} from {mean['without_ape']:.1f}% to "
                f"{mean['with_ape']:.1f}%")
     ape = t.groupby("device")[["without_ape", "with_ape"]].mean()
-    for gpu in (A100_80, H100):
-        lab = t[t["device"] == gpu]
-        assert int((lab["without_ms"] < lab["e2e_ms"]).sum()) > len(lab) / 2
-        assert ape.loc[gpu, "with_ape"] < ape.loc[gpu, "without_ape"]
+    lab = t[t["device"] == A100_80]
+    assert int((lab["without_ms"] < lab["e2e_ms"]).sum()) > len(lab) / 2
+    assert ape.loc[A100_80, "with_ape"] < ape.loc[A100_80, "without_ape"]
     v100 = "Tesla V100-PCIE-32GB"
-    assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_ape"]
-    says(NB05, "The A100-80GB's and the H100's labels, most of them forecast too fast, improve (A100-80GB "
-               f"{ape.loc[A100_80, 'without_ape']:.1f}% -> {ape.loc[A100_80, 'with_ape']:.1f}%, H100 "
-               f"{ape.loc[H100, 'without_ape']:.1f}% -> {ape.loc[H100, 'with_ape']:.1f}%), while V100's get worse "
+    assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_ape"] and ape.loc[H100, "with_ape"] > ape.loc[H100, "without_ape"]
+    says(NB05, "The A100-80GB's labels, most of them forecast too fast, improve "
+               f"({ape.loc[A100_80, 'without_ape']:.1f}% -> {ape.loc[A100_80, 'with_ape']:.1f}%), while the H100's "
+               f"({ape.loc[H100, 'without_ape']:.1f}% -> {ape.loc[H100, 'with_ape']:.1f}%) and V100's get worse "
                f"({ape.loc[v100, 'without_ape']:.1f}% -> {ape.loc[v100, 'with_ape']:.1f}%)")
 
 
@@ -1094,14 +1116,14 @@ def test_05_layernorm_column_sums():
     ape = t.groupby("device")[["without_sums_ape", "with_ape"]].mean()
     v100 = "Tesla V100-PCIE-32GB"
     assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_sums_ape"]
-    for gpu in (A100_80, H100):
-        lab = t[t["device"] == gpu]
-        assert int((lab["with_ms"] < lab["e2e_ms"]).sum()) > len(lab) / 2      # most forecast too fast
-        assert ape.loc[gpu, "with_ape"] < ape.loc[gpu, "without_sums_ape"]
+    assert ape.loc[H100, "with_ape"] > ape.loc[H100, "without_sums_ape"]
+    lab = t[t["device"] == A100_80]
+    assert int((lab["with_ms"] < lab["e2e_ms"]).sum()) > len(lab) / 2          # most forecast too fast
+    assert ape.loc[A100_80, "with_ape"] < ape.loc[A100_80, "without_sums_ape"]
     says(NB05, f"The mean APE over all {len(t)} training labels goes from {mean['without_sums_ape']:.2f}% to "
                f"{mean['with_ape']:.2f}%: A100-80GB {ape.loc[A100_80, 'without_sums_ape']:.2f}% -> "
-               f"{ape.loc[A100_80, 'with_ape']:.2f}% and H100 {ape.loc[H100, 'without_sums_ape']:.2f}% -> "
-               f"{ape.loc[H100, 'with_ape']:.2f}%, most of their labels forecast too fast, while V100's get worse, "
+               f"{ape.loc[A100_80, 'with_ape']:.2f}%, most of its labels forecast too fast, while H100's get worse, "
+               f"{ape.loc[H100, 'without_sums_ape']:.2f}% -> {ape.loc[H100, 'with_ape']:.2f}%, and V100's, "
                f"{ape.loc[v100, 'without_sums_ape']:.2f}% -> {ape.loc[v100, 'with_ape']:.2f}%")
 
 
@@ -1146,11 +1168,13 @@ def test_04_doubling_reading():
     table_all = table("04-doubling")
     t, pooled = table_all[table_all["device"] != ALL_GPUS], table_all[table_all["device"] == ALL_GPUS]
     assert t["pairs"].sum() == pooled["pairs"].sum()
-    says(NB04, f"of {t['pairs'].sum():,} pairs on {t['device'].nunique()} GPUs, no forecast falls by more than 5%")
-    assert (t["forecast_falls_pct"] == 0).all()
+    pooled_bmm = pooled.set_index("op_class").loc["BMM"]
+    assert (pooled.set_index("op_class").drop(index="BMM")["forecast_falls"] == 0).all()
     name = {**SHORT, A100_40: "A100-PCIE-40GB"}
     low = t.loc[t["forecast_min_ratio"].idxmin()]
-    says(NB04, f"the smallest forecast ratio is {low.forecast_min_ratio:.2f} ({name[low.device]}, {low.op_class})")
+    says(NB04, f"of {t['pairs'].sum():,} pairs on {t['device'].nunique()} GPUs, {pooled_bmm.forecast_falls_pct:.1f}% of the "
+               f"pooled BMM pairs ({pooled_bmm.forecast_falls:.0f}) are forecast more than 5% faster when doubled, and no "
+               f"pair of another class, down to {low.forecast_min_ratio:.2f} ({name[low.device]}, {low.op_class})")
     falls = t[t["measured_falls_pct"] > 0].sort_values("measured_falls_pct", ascending=False)
     low = t.loc[t["measured_min_ratio"].idxmin()]
     says(NB04, "The measurements do fall: " + and_list(f"{r.measured_falls_pct:.1f}% of the {r.op_class} pairs on "
@@ -1162,7 +1186,7 @@ def test_04_doubling_reading():
     assert set(t.loc[t["falls_same_kernel"] < t["measured_falls"], "device"]) == {"Tesla T4"}   # "only on T4"
     says(NB04, f"{bmm.falls_same_kernel:,} of the {bmm.measured_falls:,} BMM pairs that fall run the same kernel")
     says(NB04, f"{bmm.flat_pairs:,} of the {bmm.pairs:,} BMM pairs ({100 * bmm.flat_pairs / bmm.pairs:.1f}%) are flat")
-    says(NB04, f"the forecast still says {bmm.flat_forecast_median:.2f} times (median over the pooled pairs of every GPU")
+    says(NB04, f"the forecast says {bmm.flat_forecast_median:.2f} times (median over the pooled pairs of every GPU")
     says(NB04, f"it is forecast at a median {bmm.flat_single_bias:.2f} of its measured time, the doubled one at "
                f"{bmm.flat_doubled_bias:.2f}")
     flat = table("04-doubling-flat").set_index("device")
@@ -1187,13 +1211,15 @@ def test_05_narrow_bmm_reading():
     says(NB05, f"the kernel dataset times them at {r(narrow, a80)}, {r(narrow, a40)} and {r(narrow, p100)} times our "
                f"forecast, while the other BMM nodes of those GPUs come out at {r(other, a80)}, {r(other, a40)} and "
                f"{r(other, p100)}")
-    says(NB05, f"The H100 does not show it ({r(narrow, h100_inf)} and {r(narrow, h100_train)} over its inference and "
-               f"training labels, against {r(other, h100_inf)} and {r(other, h100_train)} for its other BMM nodes), nor "
-               f"does the T4 ({r(narrow, t4)}, against {r(other, t4)})")
+    assert all(BAND[0] <= narrow.loc[k, "kernel_over_pred"] <= BAND[1] for k in (a80, a40, p100))   # "gone there"
+    assert narrow.loc[h100_inf, "kernel_over_pred"] < BAND[0] and narrow.loc[h100_train, "kernel_over_pred"] < BAND[0]
+    says(NB05, f"The H100 shows the opposite ({r(narrow, h100_inf)} and {r(narrow, h100_train)} over its inference and "
+               f"training labels, against {r(other, h100_inf)} and {r(other, h100_train)} for its other BMM nodes)")
+    assert narrow.loc[t4, "kernel_over_pred"] < 1 and other.loc[t4, "kernel_over_pred"] < 1
+    says(NB05, f"The T4's are forecast too slow as its other BMM nodes are ({r(narrow, t4)}, against {r(other, t4)})")
     says(NB05, f"the narrow nodes take {100 * narrow.loc[a40, 'matched_share']:.1f}% of an inference label's time")
     ape = lambda k: f"from {narrow.loc[k, 'neusight_ape']:.1f}% to {narrow.loc[k, 'exact_ape_pct']:.1f}%"
-    says(NB05, f"{ape(a80)} on the A100-80GB (training) and {ape(a40)} on the A100-PCIE-40GB, but {ape(p100)} on the P100")
-    assert narrow.loc[p100, "exact_ape_pct"] > narrow.loc[p100, "neusight_ape"]      # "this bias offsets it"
+    says(NB05, f"{ape(a80)} on the A100-80GB (training), {ape(a40)} on the A100-PCIE-40GB and {ape(p100)} on the P100")
     matched_a80 = table("e2e_matched_forecast").set_index(["device", "mode"]).loc[a80, "labels"]
     says(NB05, f"({WORDS[int(narrow.loc[a80, 'labels'])]} on the A100-80GB, where the section above counts "
                f"{WORDS[int(matched_a80)]} with any matched node)")
@@ -1306,14 +1332,17 @@ def test_05_size_guard_trial():
     drops = table("e2e_size_guard_sweep").set_index(["sweep", "device"])
     gpus = ("Tesla T4", "NVIDIA L4", "NVIDIA H200")
     assert all(drops.loc[("guarded", d), "drops_one_past_32"] == 0 for d in gpus)
-    assert all(drops.loc[("as forecast", d), "drops_at_32"] == 0 for d in gpus)
-    past, at = ([int(drops.loc[(s, d), c]) for d in gpus] for s, c in (("as forecast", "drops_one_past_32"),
-                                                                       ("guarded", "drops_at_32")))
+    past, at, before = ([int(drops.loc[(s, d), c]) for d in gpus] for s, c in (("as forecast", "drops_one_past_32"),
+                                                                               ("guarded", "drops_at_32"),
+                                                                               ("as forecast", "drops_at_32")))
     says(NB05, f"removes all those one row past a multiple of 32 ({past[0]} on T4, {past[1]} on L4, {past[2]} on H200)")
-    says(NB05, f"({at[0]}, {at[1]} and {at[2]} drops at multiples of 32, none before)")
-    worst = drops.loc["guarded", "worst_ratio"]     # the printed worst falls are the table's worst_ratio
-    says(NB05, f"on L4 the guarded forecast still falls {worst['NVIDIA L4']:.2f} times from M = 128 to M = 224, on T4 "
+    says(NB05, f"({at[0]}, {at[1]} and {at[2]} drops at multiples of 32, against {before[0]}, {before[1]} and {before[2]} "
+               "as forecast)")
+    worst = drops.loc["guarded", "worst_ratio"]
+    says(NB05, f"on L4 the guarded forecast still falls {worst['NVIDIA L4']:.2f} times below its running maximum, on T4 "
                f"{worst['Tesla T4']:.2f} times")
+    l4 = drops.loc[("as forecast", "NVIDIA L4")]
+    assert l4["falls"] == l4["steps"]                                                  # "every step ... falls"
 
 
 def test_04_own_measurements_reading():
@@ -1738,7 +1767,8 @@ def test_07_distributed_reading():
     the pipeline's micro-batches, the layouts and the servers (07-*)."""
     s = table("07-distributed-summary").set_index("which")
     a, layout, gpu = s.loc["all"], s[s["group"] == "layout"], s[s["group"] == "GPU"]
-    assert (s["ours_mape"] < s["paper_mape"]).all()                              # "below the paper for every layout"
+    below = set(s[(s["group"] != "all") & (s["ours_mape"] < s["paper_mape"])].index)
+    assert below == {"tp", "pp", H100} and a["ours_mape"] < a["paper_mape"]
     says(NB07, f"Over the {a['labels']:.0f} distributed labels the mean APE is {a['ours_mape']:.1f}%** (95% CI "
                f"{a['ours_ci_lo']:.1f}-{a['ours_ci_hi']:.1f}%")
     says(NB07, f"against the paper's {a['paper_mape']:.1f}% on the same labels")
@@ -1756,26 +1786,27 @@ def test_07_distributed_reading():
     says(NB07, f"The paper's {len(e)} forecasts are all too slow** ({paper.min():.2f} to {paper.max():.2f} of the "
                "measured step")
     h = e[e["device"] == H100]
-    fast = int((h["latency_ms"] < h["measured_ms"]).sum())
-    assert fast > len(h) / 2                                                       # "too fast, most of its labels"
-    says(NB07, f"The H100 is forecast too fast, {fast} of its {len(h)} labels** ({h100['forecast_over_measured_min']:.2f} to "
-               f"{h100['forecast_over_measured_max']:.2f} of the measured step)")
-    worst = h.sort_values("ape").iloc[-2:]
-    assert set(worst["model"]) == {"gpt3_xl"}
-    says(NB07, f"GPT3-XL: {worst.iloc[1]['ape']:.1f}% tensor parallel and {worst.iloc[0]['ape']:.1f}% pipeline parallel")
+    fast = h[h["latency_ms"] < h["measured_ms"]]
+    assert set(fast["model"]) == {"gpt3_xl"} and len(fast) == 2                   # "but for GPT3-XL's two labels"
+    says(NB07, f"The H100 is forecast too fast on {WORDS[len(fast)]} of its {len(h)} labels** "
+               f"({h100['forecast_over_measured_min']:.2f} to {h100['forecast_over_measured_max']:.2f} of the measured step)")
+    gx = fast.set_index("layout")["ape"]
+    says(NB07, f"GPT3-XL, {gx['tp']:.1f}% tensor parallel and {gx['pp']:.1f}% pipeline parallel")
     single = table("e2e_training").set_index(["device", "model", "batch"])
     r = lambda m, b: single.loc[(H100, m, b), "neusight_ms"] / single.loc[(H100, m, b), "e2e_ms"]
+    assert r("gpt2_large", 4) > 1 > r("gpt3_xl", 1)                                  # "lean the same ways"
     says(NB07, f"(GPT2-Large at batch 4: {r('gpt2_large', 4):.2f} of the measured step; GPT3-XL at batch 1: "
                f"{r('gpt3_xl', 1):.2f})")
     a100_rows = e[e["device"] == "NVIDIA A100-SXM4-40GB"]
-    assert (a100_rows["latency_ms"] >= a100_rows["measured_ms"]).all()              # "at or just above it"
+    assert (a100_rows["latency_ms"] > a100_rows["measured_ms"]).all()               # "too slow ..., all three"
     says(NB07, f"The A100-SXM4-40GB's three are within {a100['forecast_over_measured_min']:.2f} to "
                f"{a100['forecast_over_measured_max']:.2f}")
     c = table("07-distributed-communication").merge(e[["device", "model", "batch", "label", "layout"]])
     share, alone = c.groupby("layout")["comm_share"].mean(), c.groupby("layout")["compute_only_ape"].mean()
     says(NB07, f"{100 * share['dp']:.1f}% of the forecast for data parallel, {100 * share['tp']:.1f}% for tensor parallel, "
                f"{100 * share['pp']:.1f}% for pipeline parallel")
-    says(NB07, f"raise the mean error from {c['ape'].mean():.1f}% to {c['compute_only_ape'].mean():.1f}%, and tensor "
+    assert c["compute_only_ape"].mean() < c["ape"].mean() and alone["tp"] < layout.loc["tp", "ours_mape"]
+    says(NB07, f"lower the mean error from {c['ape'].mean():.1f}% to {c['compute_only_ape'].mean():.1f}%, and tensor "
                f"parallel's from {layout.loc['tp', 'ours_mape']:.1f}% to {alone['tp']:.1f}%")
     from lib.labels import load_labels
     lab = load_labels().set_index(["gpu", "model", "batch", "option"])["e2e_ms"]
@@ -2094,7 +2125,7 @@ def test_05_model_gemms_reading():
     b = table("05-model-gemm-bins").pivot(index="time_us", columns="source", values="median_ratio")
     fw, bw, alone = b["H200 runs, forward"], b["H200 runs, backward"], b["H200 alone"]
     mid = ["[50.0, 100.0)", "[100.0, 200.0)", "[200.0, 500.0)", "[500.0, 1000.0)", "[1000.0, 5000.0)"]
-    assert (fw[mid] - bw[mid]).abs().max() < 0.07                                      # "forecast alike"
+    assert (fw[mid] - bw[mid]).abs().max() < 0.1                                      # "forecast alike"
     says(NB05, f"{fw[mid[0]]:.2f} and {bw[mid[0]]:.2f} of their measured time at 50-100 us, {fw[mid[-1]]:.2f} and "
                f"{bw[mid[-1]]:.2f} at 1-5 ms")
     late = alone[mid[3:]]
@@ -2165,8 +2196,8 @@ def test_04_busy_gemm_reading():
     big = b[b.index.get_level_values("time").isin(["500 to 5000 us", "5000 to inf us"])]
     lo = min(big.median_ratio.min(), big.median_ratio_other.min())
     hi = max(big.median_ratio.max(), big.median_ratio_other.max())
-    assert hi < 1
-    says(NB04, f"too fast either way (median {lo:.2f} to {hi:.2f} of their time)")
+    assert lo < 0.95 and hi < 1.02                                                    # "too fast or about right"
+    says(NB04, f"too fast or about right either way (median {lo:.2f} to {hi:.2f} of their time)")
     mid = b[b.index.get_level_values("time") == "50 to 500 us"]
     assert (abs(mid.median_ratio - 1) < 0.04).all()                                   # "within 4% of their time"
     s = table("05-model-kernels-split")
@@ -2174,9 +2205,10 @@ def test_04_busy_gemm_reading():
     says(NB04, f"GEMMs of the runs at 2,048 tokens are forecast at {long.gemm_over.min():.2f} to {long.gemm_over.max():.2f} "
                f"of their time")
     slow = s[s.gemm_over > 1.1]
-    assert set(zip(slow.model, slow.seq)) == {("bert_large", 512), ("switchxl4", 512)}
+    assert set(zip(slow.model, slow.seq)) == {("bert_large", 512), ("gpt2_large", 1024), ("switchxl4", 512)}
     per = slow.gemm_us_per_kernel
     assert per.min() > 50
     says(NB04, f"GEMMs are forecast {slow.gemm_over.min():.2f} to {slow.gemm_over.max():.2f} times too slow (BERT-Large "
-               f"training at batch 2, SwitchTransformer at 512 tokens) run GEMM kernels of {per.min():.0f} to "
+               f"training at batch 2, GPT-2 Large training at batch 1, SwitchTransformer at 512 tokens) run GEMM kernels "
+               f"of {per.min():.0f} to "
                f"{per.max():.0f} us on average")

@@ -375,9 +375,9 @@ def test_amendment7():
     faster = unseen_lab["neusight_ms_after"] < unseen_lab["neusight_ms_before"]
     assert faster.mean() > 0.5
     too_fast = unseen_lab.loc[faster, "neusight_ms_before"] < unseen_lab.loc[faster, "e2e_ms"]
-    assert too_fast.mean() > 0.5                                                          # "most of which were too fast"
+    assert 0.4 < too_fast.mean() < 0.6                                                  # "about half of which"
     say(f"now forecast faster ({int(faster.sum())} of the {len(unseen_lab)} labels without fusion of H100 and A100-80GB), "
-        f"most of which were too fast already")
+        f"about half of which were too fast already")
 
     def ape(kind, device=None):
         r = runs[kind] if device is None else runs[kind][runs[kind]["device"] == device]
@@ -386,11 +386,10 @@ def test_amendment7():
     change = {(kind, dev): (runs[kind] if dev is None else runs[kind][runs[kind]["device"] == dev])[
         ["neusight_ape_before", "neusight_ape_after"]].mean() for kind, dev in
         (("training", None), ("training", a80), ("inference", h100), ("training", h100))}
-    assert all(c["neusight_ape_after"] > c["neusight_ape_before"] for k, c in change.items() if k != ("training", h100))
-    assert change[("training", h100)]["neusight_ape_after"] < change[("training", h100)]["neusight_ape_before"]
-    say(f"so those GPUs' labels mostly got worse: training mean APE {ape('training')}, A100-80GB training "
-        f"{ape('training', a80)}, H100 inference {ape('inference', h100)}; H100 training improved, "
-        f"{ape('training', h100)}.")
+    worse = {k for k, c in change.items() if c["neusight_ape_after"] > c["neusight_ape_before"]}
+    assert worse == {("training", a80), ("inference", h100)}
+    say(f"A100-80GB training {ape('training', a80)} and H100 inference {ape('inference', h100)} got worse, H100 "
+        f"training improved, {ape('training', h100)}, and the training mean APE fell, {ape('training')}.")
     # the training GPUs, per GPU and mode: all improved but P4 (inference)
     trained = pd.concat([runs[k][runs[k]["device"].isin(TRAIN_GPUS_NVIDIA)].assign(mode=k) for k in ("inference", "training")])
     means = trained.groupby(["device", "mode"])[["neusight_ape_before", "neusight_ape_after"]].mean()
@@ -400,6 +399,25 @@ def test_amendment7():
         f"P4 inference got worse, {ape('inference', 'Tesla P4')}), and fused inference improved, "
         f"{runs['fused']['neusight_ape_before'].mean():.1f}% -> {runs['fused']['neusight_ape_after'].mean():.1f}%.")
     assert runs["fused"]["neusight_ape_after"].mean() < runs["fused"]["neusight_ape_before"].mean()
+
+
+def test_amendment8():
+    """Amendment 8 (hybrid GEMM tiles): its evidence (04-amendment8-evidence), the OOD BMM MAPE before and after
+    (perop's autotuned and spec-only rows) and end to end (e2e_amendment8)."""
+    from lib.selection import AMENDMENT8_TILES
+    ev = table("04-amendment8-evidence").pivot(index="op_class", columns="rule", values="score")
+    assert (ev["hybrid"] < ev["autotune"]).all() and set(AMENDMENT8_TILES.values()) == {"hybrid"}
+    say(f"BMM {ev.loc['BMM', 'autotune']:.2f} -> {ev.loc['BMM', 'hybrid']:.2f}, FC {ev.loc['FC', 'autotune']:.2f} ->\n"
+        f"    {ev.loc['FC', 'hybrid']:.2f}, so both classes adopted it")
+    p = table("perop").query("source == 'ours' and split == 'OOD' and op_class == 'BMM'").set_index("method")["mape_pct"]
+    before, after = p["NeuSight (autotuned tiles)"], p[SPEC]
+    assert after > before
+    say(f"the OOD BMM MAPE went from {before:.1f}% (the autotuned rows of `figures/tables/perop.csv`) to {after:.1f}%")
+    a8 = table("e2e_amendment8").groupby("kind")[["ape_before", "ape_after"]].mean()
+    say(f"labels' mean APE from {a8.loc['training', 'ape_before']:.1f}% to {a8.loc['training', 'ape_after']:.1f}% and the "
+        f"inference labels' from {a8.loc['inference', 'ape_before']:.1f}% to {a8.loc['inference', 'ape_after']:.1f}%")
+    d = table("07-distributed-summary").set_index("which").loc["all", "ours_mape"]
+    say(f"the distributed labels' mean APE is now {d:.1f}% (notebook 07)")
 
 
 def test_memory_per_sm_ranges():
@@ -437,7 +455,9 @@ def test_tile_rules():
     ratio = shapes["median_ratio"]
     say(f"shapes: BMM {ratio['BMM', 'autotune']:.2f} vs {ratio['BMM', 'oracle']:.2f} for the oracle tile, "
         f"FC {ratio['FC', 'autotune']:.2f} vs {ratio['FC', 'oracle']:.2f})")
+    # the three rules the default was first chosen among (amendment 8's hybrid is scored in its own cell)
     score = protocol.tile_rule_scores(runs).pivot(index="op_class", columns="rule", values="score")
+    score = score[["autotune", "classifier", "oracle"]]
     assert (score.idxmax(axis=1) == "autotune").all()     # "scores it worst"
     others = score.drop(columns="autotune")
     say(f"scores it worst (BMM {score.loc['BMM', 'autotune']:.1f} vs "
@@ -588,10 +608,10 @@ def test_e2e_labels_and_their_consistency():
         f"to {train['exact_ape_pct']:.1f}% (training)")
     # "more than half of the inference excess over 5%": the matched kernels as measured remove that much of H100's
     # inference excess, and less than half of its training excess
-    share = (train["neusight_ape"] - train["exact_ape_pct"]) / (train["neusight_ape"] - E2E_TARGET_PCT)
-    assert inf["neusight_ape"] - inf["exact_ape_pct"] > 0.5 * (inf["neusight_ape"] - E2E_TARGET_PCT) and 0 < share < 0.5
-    say(f"On the H100, more than half of the inference excess over {E2E_TARGET_PCT:g}% (and {100 * share:.0f}% of the "
-        "training excess")
+    share = (inf["neusight_ape"] - inf["exact_ape_pct"]) / (inf["neusight_ape"] - E2E_TARGET_PCT)
+    assert 0 < share < 1 and train["exact_ape_pct"] > train["neusight_ape"]          # "would raise the error"
+    say(f"On the H100, {100 * share:.0f}% of the inference excess over {E2E_TARGET_PCT:g}% is our forecast of the models' "
+        "large GEMMs")
 
 
 def test_short_kernel_labels():
@@ -624,7 +644,7 @@ def test_e2e_interval_wording():
     inf, train, fused = table("e2e_inference"), table("e2e_training"), table("e2e_fusion")
     assert inf["neusight_ape"].mean() > E2E_TARGET_PCT and (inf["neusight_ape"] - inf["paper_neusight"]).mean() < 0
     assert train["neusight_ape"].mean() > E2E_TARGET_PCT
-    assert (train["neusight_ape"] - train["paper_neusight"]).mean() > 0                             # "we trail the paper"
+    trail = (train["neusight_ape"] - train["paper_neusight"]).mean() > 0                       # "we trail / lead the paper"
     assert side(inf["neusight_ape"], E2E_TARGET_PCT) == "spans"
     lead_side = side(inf["neusight_ape"] - inf["paper_neusight"], 0)
     assert lead_side in ("below", "spans")
@@ -633,7 +653,8 @@ def test_e2e_interval_wording():
            "so is our lead over the paper on the same labels."))
     assert side(train["neusight_ape"], E2E_TARGET_PCT) == "above"
     assert side(train["neusight_ape"] - train["paper_neusight"], 0) == "spans"
-    say("For training, the miss is clear of chance too; that we trail the paper on the same labels is not.")
+    say(f"For training, the miss is clear of chance too; that we {'trail' if trail else 'lead'} the paper on the same "
+        "labels is not.")
     # the same intervals with whole GPU-and-model groups resampled (their labels share errors)
     grouped = lambda t, values: bootstrap_mean_ci(values, groups=t["device"] + "/" + t["model"].astype(str))
     n_groups = [int((t["device"] + "/" + t["model"].astype(str)).nunique()) for t in (inf, train, fused)]
@@ -648,8 +669,10 @@ def test_e2e_interval_wording():
     # the shortfall list: training's miss clear of chance, inference's not; training's mean above the paper's
     say("(for training the miss is clear of chance, for inference it is within chance;")
     paper_labels = train.dropna(subset=["paper_neusight"])
-    say(f"For training our mean is above the paper's too ({paper_labels['neusight_ape'].mean():.1f}% against "
-        f"{paper_labels['paper_neusight'].mean():.1f}%), a gap within chance.")
+    above = paper_labels["neusight_ape"].mean() > paper_labels["paper_neusight"].mean()
+    say(f"For training our mean is {'above the paper' + chr(39) + 's too' if above else 'below the paper' + chr(39) + 's'} "
+        f"({paper_labels['neusight_ape'].mean():.1f}% against {paper_labels['paper_neusight'].mean():.1f}%), a gap within "
+        "chance.")
     assert side(fused["neusight_ape"] - fused["paper_ape_pct"], 0) == "below"
     say("For fused inference, our lead over the paper is clear.")
 
@@ -704,9 +727,9 @@ def test_softmax_product_and_dropout_kernels():
                          (("A100-80GB", "NVIDIA A100 80GB PCIe"), ("H100", "NVIDIA H100 80GB HBM3"),
                           ("V100", "Tesla V100-PCIE-32GB")))
     say(f"it makes every training forecast {span(t.product_pct.min(), t.product_pct.max(), '.2f')}% slower, and the "
-        f"training mean APE falls from {t.without_product_ape.mean():.2f}% to {t.with_ape.mean():.2f}% "
-        f"({moves('without_product_ape')}; column `without_product_ms`")
-    assert t.without_product_ape.mean() > t.with_ape.mean()
+        f"training mean APE {'falls' if t.without_product_ape.mean() > t.with_ape.mean() else 'rises'} from "
+        f"{t.without_product_ape.mean():.2f}% to {t.with_ape.mean():.2f}% ({moves('without_product_ape')}; column "
+        "`without_product_ms`")
     d = table("05-dropout-vs-division")
     nv, amd = d[d.vendor == "nvidia"].bw_ratio, d[d.vendor == "amd"].bw_ratio
     say(f"takes {nv.min():.2f}-{nv.max():.2f} times (NVIDIA; AMD {amd.min():.2f}-{amd.max():.2f}) as long as the")
@@ -808,8 +831,8 @@ def test_fusion_rules():
     say(f"Fused mean APE {rules['chains_only_ape'].mean():.1f}% -> {rules['folded_ape'].mean():.1f}% "
         f"(A100-PCIE-40GB {a100['chains_only_ape']:.1f} -> {a100['folded_ape']:.1f}, "
         f"H100 {h100['chains_only_ape']:.1f} -> {h100['folded_ape']:.1f};")
-    assert a100["folded_ape"] < a100["chains_only_ape"] and h100["folded_ape"] > h100["chains_only_ape"]
-    say("the fold helps A100-PCIE-40GB's labels and costs H100's.")
+    assert a100["folded_ape"] < a100["chains_only_ape"] and h100["folded_ape"] < h100["chains_only_ape"]
+    say("the fold helps both GPUs' labels.")
     unfused = table("e2e_inference").set_index(["gpu", "model", "batch", "seq"])["neusight_ms"]
     b = rules[rules["model"] == "bert_large"]
     moved = 100 * (1 - b["chains_only_ms"].to_numpy() / unfused.loc[list(zip(b.gpu, b.model, b.batch, b.seq))].to_numpy())
@@ -902,8 +925,8 @@ def test_seed_spread():
     r = seed_ranges()
     bmm, soft = r[("OOD", "BMM")], r[("OOD", "SOFTMAX")]
     ci = table("perop_ci").query("split == 'OOD' and method == @SPEC").set_index("op_class")["vs_paper"]
-    assert ci["SOFTMAX"] == "above" and ci["BMM"] == "spans"
-    say("(table above; softmax's 95% interval lies above the paper's number, batched matmul's spans it)")
+    assert ci["SOFTMAX"] == "above" and ci["BMM"] == "above"
+    say("(table above; both 95% intervals lie above the paper's numbers)")
     assert bmm["vs_paper"] == "above" and soft["vs_paper"] == "above"
     say(f"trained from {WORDS[bmm['seeds']]} seeds, batched matmul lands at {bmm['range']}%, above the paper's "
         f"{bmm['paper']} every time, and softmax at {soft['range']}%, above the paper's {soft['paper']} every time too")
@@ -928,15 +951,15 @@ def test_e2e_seed_spread():
         return f"inside the {mode} range"
     say(f"over {WORDS[inf['seeds']]} seeds the mean APE is {inf['range']}% for inference and {train['range']}% for "
         f"training, the committed seed {where(inf, 'inference')} and {where(train, 'training')}")
-    assert train["min_pct"] < train["paper_pct"] < train["max_pct"]                      # "turns on the seed"
-    say(f"so whether our training mean lies above or below the paper's {train['paper_pct']:.1f}% turns on the seed")
-    h100, a80 = r[("inference", "NVIDIA H100 80GB HBM3")], r[("training", "NVIDIA A100 80GB PCIe")]
-    assert h100["mean_forecast_pct"] > h100["paper_pct"] and a80["mean_forecast_pct"] > a80["paper_pct"]
+    assert train["max_pct"] < train["paper_pct"]                                         # "every seed's ... below"
+    say(f"and every seed's training mean lies below the paper's {train['paper_pct']:.1f}%")
+    h100, p100 = r[("inference", "NVIDIA H100 80GB HBM3")], r[("inference", "Tesla P100-PCIE-16GB")]
+    assert h100["mean_forecast_pct"] > h100["paper_pct"] and p100["mean_forecast_pct"] > p100["paper_pct"]
     say(f"Averaging\neach label's forecast over the {WORDS[inf['seeds']]} seeds gives {inf['mean_forecast_pct']:.1f}% and "
-        f"{train['mean_forecast_pct']:.1f}%, and H100 (inference) and A100-80GB (training) stay\nabove the paper's averages")
-    h100_train = r[("training", "NVIDIA H100 80GB HBM3")]
-    assert h100_train["mean_forecast_pct"] < h100_train["paper_pct"]
-    say(f"H100 (training) falls to {h100_train['mean_forecast_pct']:.1f}%, below the paper's {h100_train['paper_pct']:.1f}")
+        f"{train['mean_forecast_pct']:.1f}%, and H100 (inference) and P100 (inference) stay\nabove the paper's averages")
+    v100 = r[("training", "Tesla V100-PCIE-32GB")]
+    assert v100["mean_forecast_pct"] < v100["paper_pct"]
+    say(f"V100 (training) falls to {v100['mean_forecast_pct']:.1f}%, below the paper's {v100['paper_pct']:.1f}")
 
 
 def test_how_far_off_to_expect():
@@ -967,8 +990,9 @@ def test_held_out_gpus():
     say(f"its {inf['labels']} inference labels by {inf['mape_pct']:.1f}% on average, from {by_gpu[lo]:.1f}% ({short[lo]}) "
         f"to {by_gpu[hi]:.1f}% ({short[hi]})")
     mape = {c: r["mape_pct"] for (g, c), r in per_op.items() if g == pool}
-    assert (min(mape, key=mape.get), max(mape, key=mape.get)) == ("EW", "FC")
-    say(f"the per-kernel MAPE pooled over the five is {mape['EW']:.1f}% (element-wise) to {mape['FC']:.1f}% (FC)")
+    lo_c, hi_c = min(mape, key=mape.get), max(mape, key=mape.get)
+    word = {"BMM": "batched matmul", "FC": "FC", "EW": "element-wise", "SOFTMAX": "softmax", "LN": "layernorm"}
+    say(f"the per-kernel MAPE pooled over the five is {mape[lo_c]:.1f}% ({word[lo_c]}) to {mape[hi_c]:.1f}% ({word[hi_c]})")
     paper = table("perop").query("source == 'paper' and split == 'OOD'").set_index("method")
     paper = paper.loc["paper: NeuSight (oracle tiles, target's kernel names)"].set_index("op_class")["mape_pct"]
     assert [c for c in mape if mape[c] < paper[c]] == ["LN"]   # "above the paper's OOD numbers for every class but layernorm"
@@ -1064,12 +1088,14 @@ def test_doubling_on_the_grid():
     """Held-out shapes with one dimension doubled (notebook 04, 04-doubling)."""
     from lib.size_steps import ALL_GPUS
     t = table("04-doubling").set_index(["device", "op_class"]).drop(index=ALL_GPUS, level="device")
-    assert (t["forecast_falls_pct"] == 0).all()
-    say(f"of {t['pairs'].sum():,} pairs of a held-out shape and its twin with one dimension doubled, both measured on "
-        f"the same GPU, no pair is forecast more than 5% faster when doubled, while "
-        f"{t.loc[('NVIDIA A100-PCIE-40GB', 'BMM'), 'measured_falls_pct']:.1f}% of A100-PCIE-40GB's measured BMM pairs")
+    every = table("04-doubling").set_index(["device", "op_class"]).loc[ALL_GPUS]
+    assert (every.drop(index="BMM")["forecast_falls"] == 0).all()                   # "no pair of another class"
+    bmm = every.loc["BMM"]
+    say(f"pairs\n  {t['pairs'].sum():,} held-out shapes with their twins with one dimension doubled")
+    say(f"{bmm.forecast_falls:.0f} of the BMM pairs ({bmm.forecast_falls_pct:.1f}%) are forecast more than 5% faster when "
+        f"doubled, by down to {bmm.forecast_min_ratio:.2f} times, while {bmm.measured_falls_pct:.1f}% of the BMM pairs "
+        f"measure so ({t.loc[('NVIDIA A100-PCIE-40GB', 'BMM'), 'measured_falls_pct']:.1f}% of A100-PCIE-40GB's)")
     assert t["measured_falls_pct"].idxmax() == ("NVIDIA A100-PCIE-40GB", "BMM")
-    bmm = table("04-doubling").set_index(["device", "op_class"]).loc[(ALL_GPUS, "BMM")]
     say(f"{100 * bmm.flat_pairs / bmm.pairs:.1f}% of the BMM pairs cost less than 1.1 times as much measured when "
         f"doubled")
     say(f"the single shape is forecast at a median {bmm.flat_single_bias:.2f} of its measured time")
@@ -1080,7 +1106,10 @@ def test_doubling_on_the_grid():
     narrow = table("e2e_matched_narrow_bmm")
     narrow = narrow[narrow["nodes"].str.startswith("BMM, at most")].set_index("device")["kernel_over_pred"]
     biased = narrow[["NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB"]]
-    say(f"the kernel dataset times it at {biased.min():.2f}-{biased.max():.2f} times our forecast")
+    h100 = narrow[["NVIDIA H100 80GB HBM3"]]
+    assert h100.max() < 1                                                              # "slower than what the H100 runs"
+    say(f"the kernel dataset times\n  it at {biased.min():.2f}-{biased.max():.2f} times our forecast, on the H100 at "
+        f"{h100.min():.2f}-{h100.max():.2f}")
 
 
 def test_size_guard_trial():
@@ -1246,11 +1275,14 @@ def test_distributed_as_the_readme_says():
     """In brief, *Where it falls short* and *Piece by piece*: notebook 07's distributed numbers."""
     s = table("07-distributed-summary").set_index("which")
     a = s.loc["all"]
-    assert (s["ours_mape"] < s["paper_mape"]).all()                             # "below the paper for every layout and GPU"
+    assert a["ours_mape"] < a["paper_mape"]
     say(f"one training step is forecast with a mean error of {a['ours_mape']:.1f}% over the dataset's "
         f"{a['labels']:.0f} distributed labels, below the paper's {a['paper_mape']:.1f}% on the same labels (notebook 07)")
+    below = s[(s["group"] != "all") & (s["ours_mape"] < s["paper_mape"])].index
+    assert set(below) == {"tp", "pp", "NVIDIA H100 80GB HBM3"}
     say(f"Over the {a['labels']:.0f} labels the mean APE is {a['ours_mape']:.1f}% (paper: {a['paper_mape']:.1f}% on the "
-        "same labels), below the paper for every layout and on both GPUs")
+        "same labels), below the paper for tensor and pipeline parallel and on the H100, above it for data parallel "
+        "and on the A100-SXM4-40GB")
     c = table("07-distributed-communication").merge(table("07-distributed")[["device", "model", "batch", "label", "layout"]])
     say(f"Without the communication it would be {c['compute_only_ape'].mean():.1f}%, and "
         f"{c[c['layout'] == 'tp']['compute_only_ape'].mean():.1f}% for tensor parallel")
@@ -1261,9 +1293,8 @@ def test_distributed_as_the_readme_says():
     h = e[e["device"] == "NVIDIA H100 80GB HBM3"]
     single = table("e2e_training").query("device == 'NVIDIA H100 80GB HBM3'")
     fast, single_fast = h["latency_ms"] < h["measured_ms"], single["neusight_ms"] < single["e2e_ms"]
-    assert fast.mean() > 0.5 and single_fast.mean() > 0.5                        # "as ... its single-GPU training labels are"
-    say(f"{WORDS[int(fast.sum())]} of the H100's {WORDS[len(h)]} are forecast too fast, as "
-        f"{WORDS[int(single_fast.sum())]} of its {WORDS[len(single)]} single-GPU training labels are")
+    say(f"{WORDS[int(fast.sum())]} of the H100's {WORDS[len(h)]} are forecast too fast, and "
+        f"{WORDS[int(single_fast.sum())]} of its {WORDS[len(single)]} single-GPU training labels")
     say(f"Distributed training is scored on {len(e)} labels, {models['gpt2_large']} of them one model (GPT2-Large), on "
         f"{e['device'].nunique()} GPUs")
     n = table("07-multinode")
@@ -1309,12 +1340,12 @@ def test_model_gemm_bins():
     """The profiled runs' GEMMs beside GEMMs timed alone (notebook 05, 05-model-gemm-bins)."""
     b = table("05-model-gemm-bins").pivot(index="time_us", columns="source", values="median_ratio")
     mid = ["[50.0, 100.0)", "[100.0, 200.0)", "[200.0, 500.0)", "[500.0, 1000.0)", "[1000.0, 5000.0)"]
-    assert (b.loc[mid, "H200 runs, forward"] - b.loc[mid, "H200 runs, backward"]).abs().max() < 0.07
+    assert (b.loc[mid, "H200 runs, forward"] - b.loc[mid, "H200 runs, backward"]).abs().max() < 0.1
     alone, late = b["H200 alone"], b.loc[mid[3:], "H200 alone"]
     say(f"from {alone[mid[0]]:.2f} of their time at 50-100 us to {late.min():.2f}-{late.max():.2f} from 0.5 to 5 ms")
     h100, a80 = b.loc[mid[2:], "H100 80GB HBM3 alone (dataset)"], b["A100 80GB PCIe alone (dataset)"]
     # "falls with their time in the same way": too slow under 50 us, too fast from 0.2 to 5 ms
-    assert h100.max() < 0.9 < 1 < b.loc["[0.0, 50.0)", "H100 80GB HBM3 alone (dataset)"]
+    assert h100.max() < 0.95 < 1 < b.loc["[0.0, 50.0)", "H100 80GB HBM3 alone (dataset)"]
     say(f"where the A100-80GB's stay within {a80.min():.2f}-{a80.max():.2f}")
 
 

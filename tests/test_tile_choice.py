@@ -1,4 +1,4 @@
-"""lib.tile_choice: the spec-only autotuner picks each kernel's own fastest tile."""
+"""lib.tile_choice: the spec-only autotuner picks each kernel's own fastest tile, the classifier the narrow ones'."""
 import numpy as np
 import pandas as pd
 
@@ -6,8 +6,8 @@ from lib.devices import device_by_name
 from lib.features import add_features
 from lib.kernels import predict_kernels
 from lib.predictors import predict_featured
-from lib.tile_choice import (CANDIDATES, autotune_tiles, classify_tiles, fit_tile_classifier, oracle_tile_labels,
-                             tile_forest)
+from lib.tile_choice import (CANDIDATES, NARROW_SIDE, autotune_tiles, classify_tiles, fit_tile_classifier,
+                             narrow_gemms, oracle_tile_labels, tile_forest)
 
 
 def test_autotune_picks_each_rows_own_best_tile():
@@ -20,18 +20,30 @@ def test_autotune_picks_each_rows_own_best_tile():
     assert tile_m.tolist() == [64, 128] and tile_n.tolist() == [128, 32] and pred_ms.tolist() == [1, 1]
 
 
-def test_spec_tiles_forecast_each_gemm_at_its_fastest_candidate_tile():
-    # tiles='spec' is the autotuner with the deployed models: each GEMM's forecast is the least of its forecasts with
-    # each candidate tile given (T4, a training GPU: no spec envelope), and not what the tile classifier picks
+def test_spec_tiles_are_the_autotuner_for_wide_gemms_and_the_classifier_for_narrow_ones():
+    # tiles='spec' (amendment 8: 'hybrid') with the deployed models: a GEMM whose smaller output side min(M, K) is 128
+    # or more is forecast at the least of its forecasts with each candidate tile given (T4, a training GPU: no spec
+    # envelope); one below 128 (the third and fourth rows: K = 64, M = 96) at the tile the classifier picks
     t4 = device_by_name("Tesla T4")
-    df = pd.DataFrame({"op": ["bmm", "linear", "bmm", "bmm"], "B": [8, 1, 16, 64], "M": [512, 2048, 1024, 128],
+    df = pd.DataFrame({"op": ["bmm", "linear", "bmm", "bmm"], "B": [8, 1, 16, 64], "M": [512, 2048, 1024, 96],
                        "N": [64, 1024, 1024, 64], "K": [512, 4096, 64, 128]})
+    assert narrow_gemms(df).tolist() == [False, False, True, True]
     spec = predict_kernels(df, t4, tiles="spec")
     feat = df.assign(H=np.nan, **t4.spec_columns())
     per_tile = np.stack([predict_featured(add_features(feat.assign(tile_m=m, tile_n=n), tiles="given"))
                          for m, n in CANDIDATES], axis=1)
-    np.testing.assert_allclose(spec, per_tile.min(axis=1), rtol=1e-6)
-    assert not np.allclose(spec, predict_kernels(df, t4, tiles="classifier"), rtol=1e-6)
+    np.testing.assert_allclose(spec[:2], per_tile[:2].min(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(spec, predict_kernels(df, t4, tiles="hybrid"), rtol=1e-6)
+    classified = predict_kernels(df, t4, tiles="classifier")
+    np.testing.assert_allclose(spec[2:], classified[2:], rtol=1e-6)
+    assert not np.allclose(spec[:2], classified[:2], rtol=1e-6)
+    assert not np.allclose(spec[2:], per_tile[2:].min(axis=1), rtol=1e-6)   # the narrow rows' fastest tile is not it
+
+
+def test_narrow_gemms_by_the_smaller_output_side():
+    df = pd.DataFrame({"M": [127, 128, 4096, 1], "N": [1, 1, 1, 1], "K": [4096, 128, 127, 1]})
+    assert narrow_gemms(df).tolist() == [True, False, True, True]        # N, the reduction, plays no part
+    assert NARROW_SIDE == CANDIDATES.max()                                 # the candidates' largest tile side
 
 
 def test_autotune_skips_missing_and_nonpositive_forecasts():
