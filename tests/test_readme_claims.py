@@ -1068,6 +1068,7 @@ def test_size_steps():
     say(f"forecast more than 1% faster than at some smaller M at {linear.loc[t4, 'falls']} of the 992 steps on T4 (a "
         f"training GPU), {linear.loc[l4, 'falls']} on L4 and {linear.loc[h200, 'falls']} on H200, by up to "
         f"{linear['worst_ratio'].max():.2f} times")
+    assert linear.loc[l4, "falls"] == linear.loc[l4, "steps"]                       # "On L4 every step falls"
     say(f"a longer sequence is forecast faster than a shorter one by up to {bert.loc[l4, 'worst_ratio']:.2f} times on L4 "
         f"({bert.loc[h200, 'worst_ratio']:.2f} on H200, {bert.loc[t4, 'worst_ratio']:.2f} on T4)")
 
