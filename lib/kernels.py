@@ -1,8 +1,8 @@
 """Kernel latency on any GPU from its spec: NeuSight and the baselines, API and CLI (notebook 04).
 
     python -m lib.kernels --device DEVICE.json --input KERNELS.csv --output PRED.csv \
-        [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier|hybrid] [--config CONFIGS.json]
-        [--dtype fp32|fp16]
+        [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier|hybrid]
+        [--config CONFIGS.json] [--dtype fp32|fp16]
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
 the others; `bytes` for op 'mem'); other columns are carried through, but a `dtype`, `precision` or `data_type`
@@ -84,16 +84,15 @@ def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:
 
 def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int = 0) -> np.ndarray:
     from .predictors import predict_featured
-    from .tile_choice import autotune_tiles, classify_tiles, narrow_gemms, tile_candidates, tile_forest
+    from .tile_choice import autotune_tiles, classify_tiles, named_tiles, narrow_gemms, tile_candidates, tile_forest
     predict = lambda feat: predict_featured(feat, cfg_by_class, seed)
     if tiles == "oracle":
         return predict(add_features(df, tiles="oracle"))
     forest = tile_forest(cfg_by_class)     # GEMM predictors with their own classifier (lib.amd): 'spec' is it
     # GEMM predictors with their own tiles but no classifier (lib.amd's before amendment A2) keep the autotuner:
     # amendment 8's hybrid was scored on NVIDIA's training GPUs, and its classifier knows NVIDIA's tiles only
-    own_tiles = any(getattr((cfg_by_class or {}).get(c), "tile_candidates", None) for c in ("BMM", "FC"))
     if tiles == "spec":
-        tiles = "classifier" if forest is not None else "autotune" if own_tiles else SPEC_TILES
+        tiles = "classifier" if forest is not None else "autotune" if named_tiles(cfg_by_class) else SPEC_TILES
     gemm = df["op"].isin(GEMM_OPS).to_numpy()
     out = np.full(len(df), np.nan)
     g = df[gemm]

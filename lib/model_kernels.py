@@ -122,8 +122,9 @@ def op_totals(compared: pd.DataFrame, ops=GEMM_OPS) -> pd.DataFrame:
     return rows.groupby(SETTING_COLUMNS, sort=False)[["measured_kernels", "measured_ms", "forecast_ms"]].sum().reset_index()
 
 
-# Where a matrix product's two factors sit among the profiler's input dims, and their layouts:
-#     mm [[M, K], [K, N]]   addmm [[N], [M, K], [K, N], ...]   bmm [[B, M, K], [B, K, N]]   baddbmm [[B, M, N], [B, M, K], [B, K, N], ...]
+# Where a matrix product's two factors sit among the profiler's input dims:
+#     mm [[M, K], [K, N]]   addmm [[N], [M, K], [K, N], ...]
+#     bmm [[B, M, K], [B, K, N]]   baddbmm [[B, M, N], [B, M, K], [B, K, N], ...]
 FIRST_FACTOR = {"mm": 0, "addmm": 1, "bmm": 0, "baddbmm": 1}
 
 

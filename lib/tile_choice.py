@@ -34,11 +34,17 @@ def tile_forest(cfg_by_class: dict | None):
     return next((f for f in forests if f is not None), None)
 
 
-def tile_candidates(cfg_by_class: dict | None) -> np.ndarray:
-    """(C, 2) tile_m, tile_n that autotune_tiles chooses among: the GEMM predictors' own, where cfg_by_class gives
-    predictors that name theirs (lib.amd: the tiles of the AMD training GPUs), else CANDIDATES (notebook 06)."""
+def named_tiles(cfg_by_class: dict | None) -> set:
+    """The (tile_m, tile_n) the GEMM predictors of cfg_by_class name as their own (lib.amd: the tiles of the AMD
+    training GPUs); empty where none do (notebook 06)."""
     named = [getattr((cfg_by_class or {}).get(c), "tile_candidates", None) for c in ("BMM", "FC")]
-    tiles = set().union(*[set(t) for t in named if t])
+    return set().union(*[set(t) for t in named if t])
+
+
+def tile_candidates(cfg_by_class: dict | None) -> np.ndarray:
+    """(C, 2) tile_m, tile_n that autotune_tiles chooses among: the GEMM predictors' own (named_tiles), else
+    CANDIDATES (notebook 06)."""
+    tiles = named_tiles(cfg_by_class)
     return np.array(sorted(tiles), dtype=float) if tiles else CANDIDATES
 
 
