@@ -1,7 +1,9 @@
 """lib.tile_choice: the spec-only autotuner picks each kernel's own fastest tile, the classifier the narrow ones'."""
 import numpy as np
 import pandas as pd
+import pytest
 
+from lib import paths
 from lib.devices import device_by_name
 from lib.features import add_features
 from lib.kernels import predict_kernels
@@ -100,16 +102,48 @@ def test_classify_tiles_reads_tile_m_and_tile_n_from_the_candidates():
     assert tile_m.tolist() == [32, 64, 128] and tile_n.tolist() == [32, 128, 32]
 
 
-def test_tile_classifier_samples_max_rows_with_its_seed_and_caches_per_seed_and_size(monkeypatch):
+def test_tile_classifier_samples_max_rows_with_its_seed_and_caches_per_seed_and_size(monkeypatch, tmp_path):
     # each (seed, max_rows) fits once, on max_rows rows drawn with that seed (all rows when max_rows is None or more)
     import lib.tile_choice as TC
     fits = []
     monkeypatch.setattr(TC, "_FOREST", {})
+    monkeypatch.setattr(TC, "forest_path", lambda seed, max_rows: tmp_path / f"forest-{seed}-{max_rows}.pkl")
     monkeypatch.setattr(TC, "load_kernels", lambda ops, splits: pd.DataFrame({"x": range(10)}))
     monkeypatch.setattr(TC, "fit_tile_classifier", lambda df, seed: fits.append((len(df), seed)) or len(fits))
     got = [TC.tile_classifier(0, 3), TC.tile_classifier(0, None), TC.tile_classifier(1, 50), TC.tile_classifier(0, 3)]
     assert got == [1, 2, 3, 1]
     assert fits == [(3, 0), (10, 0), (10, 1)]
+    # a new process (no forest in memory) loads each from build/cache and fits nothing
+    monkeypatch.setattr(TC, "_FOREST", {})
+    assert [TC.tile_classifier(0, 3), TC.tile_classifier(1, 50)] == [1, 3] and len(fits) == 3
+    # a file that is no saved forest fails with its path, and is not fitted over
+    TC._FOREST.clear()
+    (tmp_path / "forest-0-3.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(RuntimeError, match="forest-0-3.pkl: not a saved tile classifier"):
+        TC.tile_classifier(0, 3)
+    assert len(fits) == 3 and (tmp_path / "forest-0-3.pkl").read_bytes() == b"not a pickle"
+
+
+def test_saved_tile_classifier_is_keyed_by_seed_rows_and_code_and_chooses_the_fitted_tiles(monkeypatch, tmp_path):
+    # the key moves with the seed, the rows and the constants of the fitting code, and the forest loaded from the
+    # file picks every tile the fitted one picks
+    import pickle
+    import lib.tile_choice as TC
+    base = TC.forest_path(0, 2000)
+    assert base.parent == paths.CACHE and base.suffix == ".pkl"
+    assert len({base, TC.forest_path(1, 2000), TC.forest_path(0, 3000)}) == 3
+    monkeypatch.setattr(TC, "FOREST_MIN_LEAF", TC.FOREST_MIN_LEAF + 1)
+    assert TC.forest_path(0, 2000) != base
+    monkeypatch.undo()
+    real_path = TC.forest_path
+    monkeypatch.setattr(TC, "forest_path", lambda seed, max_rows: tmp_path / real_path(seed, max_rows).name)
+    monkeypatch.setattr(TC, "_FOREST", {})
+    fitted = TC.tile_classifier(0, 2000)
+    assert TC.forest_path(0, 2000).is_file()
+    loaded = pickle.loads(TC.forest_path(0, 2000).read_bytes())
+    from lib.data import load_kernels
+    rows = load_kernels(ops=["bmm", "linear"], devices="NVIDIA H100 80GB HBM3").sample(500, random_state=0)
+    assert np.array_equal(np.stack(classify_tiles(rows, fitted)), np.stack(classify_tiles(rows, loaded)))
 
 
 def test_a_classifier_over_other_candidates_labels_and_reads_them():
