@@ -34,12 +34,15 @@ def dominated_training_gpus(device: Device) -> list[Device]:
 
 
 def envelope_rows(df: pd.DataFrame, cfg_by_class: dict | None) -> np.ndarray:
-    """Which kernels of a table the envelope applies to: those whose class's unseen-GPU config has `envelope` on."""
+    """Which kernels of a table the envelope applies to: those whose class's unseen-GPU config (or the predictor given
+    in its place) has `envelope` on."""
     from .predictors import op_class_of
     from .selection import DEFAULT_CONFIGS
     cls = op_class_of(df["op"])
     chosen = {c: (cfg_by_class or {}).get(c) or cfg for c, cfg in DEFAULT_CONFIGS.items()}
-    on = [c for c, cfg in chosen.items() if isinstance(cfg, dict) and cfg.get("envelope", False)]
+    # a config's `envelope` key, or a predictor's field (lib.predictors.NeuSightPredictor.envelope)
+    on = [c for c, cfg in chosen.items() if (cfg.get("envelope", False) if isinstance(cfg, dict) else
+                                            getattr(cfg, "envelope", False))]
     return np.isin(cls, on)
 
 

@@ -76,6 +76,7 @@ class NeuSightPredictor:
                                  # of autotune (lib.tile_choice.fit_tile_classifier; lib.amd, amendment A2)
     feature_rule: object = None   # a function of a featured table that puts a vendor's launch facts in place of
                                   # lib.features' before the inputs are read (lib.rocm_softmax.rocm_softmax_vec, amendment A3)
+    envelope: bool = False   # amendment 6 for a predictor given as the config (lib.measured_training): lib.envelope caps it
 
     def inputs(self, feat: pd.DataFrame) -> np.ndarray:
         """Standardized model inputs, each clipped to its training range first.

@@ -2212,3 +2212,49 @@ def test_04_busy_gemm_reading():
                f"training at batch 2, GPT-2 Large training at batch 1, SwitchTransformer at 512 tokens) run GEMM kernels "
                f"of {per.min():.0f} to "
                f"{per.max():.0f} us on average")
+
+
+def test_04_sixth_gpu_variant():
+    """04 cell sixth-read: the unseen-GPU models trained with our H200's kernels as a sixth GPU (04-sixth-gpu)."""
+    t = table("04-sixth-gpu").set_index(["op_class", "device"])
+    ba = lambda r: f"{r['variant_mape']:.1f}% instead of {r['default_mape']:.1f}%"       # noqa: E731
+    pooled = lambda c: t.loc[(c, "all GPUs")]                                           # noqa: E731
+    says(NB04, f"the variant forecasts batched\nmatmuls at {ba(pooled('BMM'))} (the H100's at {ba(t.loc[('BMM', H100)])}, "
+               f"the A100-80GB's at {ba(t.loc[('BMM', A100_80)])})")
+    says(NB04, f"FC at {ba(pooled('FC'))} (the H100's at {ba(t.loc[('FC', H100)])}, the A100-80GB's at "
+               f"{ba(t.loc[('FC', A100_80)])}) and element-wise kernels at {ba(pooled('EW'))}, while softmax "
+               f"({ba(pooled('SOFTMAX'))}) and layernorm ({ba(pooled('LN'))}) get worse")
+    gain = lambda c: pooled(c)["variant_mape"] < pooled(c)["default_mape"]             # noqa: E731
+    assert all(map(gain, ["BMM", "FC", "EW"])) and not any(map(gain, ["SOFTMAX", "LN"]))
+    assert t.loc[("BMM", H100), "variant_mape"] > paper_ood()["BMM"]
+    share = lambda c: f"{pooled(c)['shapes_run_measured'] * 100:.0f}%"                  # noqa: E731
+    says(NB04, f"the H200 measured {share('BMM')} of their shapes\nand {share('FC')} of FC's")
+    vec = [pooled(c)["shapes_run_measured"] * 100 for c in ("EW", "SOFTMAX", "LN")]
+    says(NB04, f"The H200 measured {min(vec):.0f}-{max(vec):.0f}% of\nthe held-out shapes of the vector classes")
+
+
+def test_05_sixth_gpu_end_to_end():
+    """05 cell sixth-e2e-read: the labels of the GPUs never trained on, forecast with the H200 as a sixth GPU
+    (e2e_sixth_gpu), and what that would make the headline means."""
+    t = table("e2e_sixth_gpu")
+    g = t.groupby(["kind", "device"]).agg(before=("ape_before", "mean"), after=("ape_after", "mean"),
+                                          n=("e2e_ms", "size"),
+                                          nearer=("ape_after", lambda s: int((s < t.loc[s.index, "ape_before"]).sum())))
+    r = lambda k, d: f"{g.loc[(k, d), 'after']:.2f}% instead of {g.loc[(k, d), 'before']:.2f}%"   # noqa: E731
+    n = lambda k, d: f"{g.loc[(k, d), 'nearer']} of {g.loc[(k, d), 'n']}"                         # noqa: E731
+    says(NB05, f"the H100's labels at {r('inference', H100)} (inference, {n('inference', H100)} labels nearer), "
+               f"{r('training', H100)} (training, {n('training', H100)}) and {r('fused inference', H100)} (fused "
+               f"inference, {n('fused inference', H100)}), and the A100-80GB's training labels at "
+               f"{r('training', A100_80)} ({n('training', A100_80)})")
+    worst = t[t.device == H100].nlargest(1, "ape_before").iloc[0]
+    assert (worst.model, worst["mode"], worst.batch, worst.seq) == ("switchxl4", "inference", 1, 512)
+    says(NB05, f"({worst.ape_before:.2f}% -> {worst.ape_after:.2f}%)")
+    keys = ["device", "model", "batch", "seq"]
+    for kind, name in (("inference", "e2e_inference"), ("training", "e2e_training")):
+        e = table(name).set_index(keys)
+        after = t[(t.kind == kind)].set_index(keys)["ape_after"]
+        assert after.index.isin(e.index).all()
+        mixed = e["neusight_ape"].where(~e.index.isin(after.index), after.reindex(e.index))
+        says(NB05, f"{mixed.mean():.2f}% for\n{kind} (default {e['neusight_ape'].mean():.2f}%)".replace("for\ntraining",
+                                                                                                     "for training"))
+        assert 5 < mixed.mean() < e["neusight_ape"].mean()
