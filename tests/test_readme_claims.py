@@ -1396,6 +1396,9 @@ def test_sixth_gpu_variant():
     say(f"the H100's inference labels {g.loc['inference', 'ape_after']:.2f}% instead of "
         f"{g.loc['inference', 'ape_before']:.2f}%, its training labels {g.loc['training', 'ape_after']:.2f}% instead of "
         f"{g.loc['training', 'ape_before']:.2f}%")
+    say(f"the H100's whole models are forecast within {g.loc['inference', 'ape_after']:.1f}% (inference) and "
+        f"{g.loc['training', 'ape_after']:.1f}% (training) on average instead of {g.loc['inference', 'ape_before']:.1f}% "
+        f"and {g.loc['training', 'ape_before']:.1f}%")
     keys = ["device", "model", "batch", "seq"]
     means = []
     for kind, name in (("inference", "e2e_inference"), ("training", "e2e_training")):
