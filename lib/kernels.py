@@ -90,9 +90,11 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int
         return predict(add_features(df, tiles="oracle"))
     forest = tile_forest(cfg_by_class)     # GEMM predictors with their own classifier (lib.amd): 'spec' is it
     # GEMM predictors with their own tiles but no classifier (lib.amd's before amendment A2) keep the autotuner:
-    # amendment 8's hybrid was scored on NVIDIA's training GPUs, and its classifier knows NVIDIA's tiles only
+    # amendment 8's hybrid was scored on NVIDIA's training GPUs, and its classifier knows NVIDIA's tiles only. A
+    # classifier over NVIDIA's tiles (lib.measured_training's, fitted with one more GPU) serves the hybrid instead.
     if tiles == "spec":
-        tiles = "classifier" if forest is not None else "autotune" if named_tiles(cfg_by_class) else SPEC_TILES
+        named = named_tiles(cfg_by_class)
+        tiles = "classifier" if forest is not None and named else "autotune" if named else SPEC_TILES
     gemm = df["op"].isin(GEMM_OPS).to_numpy()
     out = np.full(len(df), np.nan)
     g = df[gemm]

@@ -117,7 +117,8 @@ def train_with_run(op_class: str, cfg: dict, run: str = RUN) -> NeuSightPredicto
 
 def predictors_with_run(cfg_by_class: dict, run: str = RUN) -> dict[str, NeuSightPredictor]:
     """{op class: the variant's model} for lib.kernels / lib.forecast's cfg_by_class, from unseen-GPU configs
-    (DEFAULT_CONFIGS, or the smoke run's); forecast them with tiles='hybrid' (amendment 8 with the six-GPU classifier)."""
+    (DEFAULT_CONFIGS, or the smoke run's); their spec-only tiles are amendment 8's hybrid with the six-GPU classifier
+    (lib.kernels)."""
     return {c: train_with_run(c, cfg, run) for c, cfg in cfg_by_class.items()}
 
 

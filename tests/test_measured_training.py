@@ -92,3 +92,25 @@ def test_the_variants_classifier_learns_the_h200s_tiles():
 def test_train_with_run_refuses_a_config_it_cannot_honour():
     with pytest.raises(P.PredictorError, match="validation 'none'"):
         MT.train_with_run("LN", {**TINY, "validation": "shapes"})
+
+
+def test_spec_tiles_of_the_variant_are_the_hybrid_with_its_classifier(tmp_path, monkeypatch):
+    # GEMM predictors that carry a classifier over NVIDIA's tiles (no tile list of their own, unlike lib.amd's):
+    # 'spec' is amendment 8's hybrid, its narrow rows classified by that forest, not the default classifier
+    from lib import tile_choice
+    from lib.kernels import predict_kernels
+    monkeypatch.setattr(paths, "BUILD", tmp_path)
+    variant = {"BMM": MT.train_with_run("BMM", TINY)}
+    h100 = device_by_name("NVIDIA H100 80GB HBM3")
+    shapes = pd.DataFrame({"op": ["bmm"] * 3, "B": [64, 16, 8], "M": [512, 64, 1024], "N": [64, 512, 64],
+                           "K": [512, 512, 96]})
+    assert tile_choice.narrow_gemms(shapes).tolist() == [False, True, True]
+    spec = predict_kernels(shapes, h100, cfg_by_class=variant)
+    assert np.array_equal(spec, predict_kernels(shapes, h100, tiles="hybrid", cfg_by_class=variant))
+    assert not np.array_equal(spec, predict_kernels(shapes, h100, tiles="classifier", cfg_by_class=variant))
+    used = []
+    real = tile_choice.classify_tiles
+    monkeypatch.setattr(tile_choice, "classify_tiles", lambda df, forest=None, *a: used.append(forest) or
+                        real(df, forest, *a))
+    predict_kernels(shapes, h100, cfg_by_class=variant)
+    assert used == [MT.tile_forest(MT.RUN)]

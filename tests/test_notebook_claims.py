@@ -2258,3 +2258,14 @@ def test_05_sixth_gpu_end_to_end():
         says(NB05, f"{mixed.mean():.2f}% for\n{kind} (default {e['neusight_ape'].mean():.2f}%)".replace("for\ntraining",
                                                                                                      "for training"))
         assert 5 < mixed.mean() < e["neusight_ape"].mean()
+
+
+def test_07_sixth_gpu_variant():
+    """07 cell sixth-read: the distributed labels forecast with the H200 as a sixth training GPU (07-sixth-gpu)."""
+    t = table("07-sixth-gpu")
+    g = t.groupby("device").agg(n=("ape", "size"), before=("ape", "mean"), after=("ape_with_h200", "mean"))
+    h, a = g.loc[H100], g.loc["NVIDIA A100-SXM4-40GB"]
+    assert h["after"] < h["before"] and a["after"] > a["before"]
+    says(NB07, f"the H100's {h['n']:.0f} labels are\nforecast at {h['after']:.2f}% instead of {h['before']:.2f}%, and "
+               f"the A100-SXM4-40GB's {a['n']:.0f} at {a['after']:.2f}% instead of {a['before']:.2f}%; over all "
+               f"{len(t)}, {t['ape_with_h200'].mean():.2f}%\ninstead of {t['ape'].mean():.2f}%")

@@ -1399,6 +1399,11 @@ def test_sixth_gpu_variant():
     say(f"the H100's whole models are forecast within {g.loc['inference', 'ape_after']:.1f}% (inference) and "
         f"{g.loc['training', 'ape_after']:.1f}% (training) on average instead of {g.loc['inference', 'ape_before']:.1f}% "
         f"and {g.loc['training', 'ape_before']:.1f}%")
+    d = table("07-sixth-gpu")
+    dg = d.groupby("device")[["ape", "ape_with_h200"]].mean()
+    ia = lambda r: f"{r['ape_with_h200']:.2f}% instead of {r['ape']:.2f}%"              # noqa: E731
+    say(f"the {len(d)} distributed labels (notebook 07, `07-sixth-gpu.csv`) {ia(d[['ape', 'ape_with_h200']].mean())} "
+        f"(the H100's {ia(dg.loc[h100])}, the A100-SXM4-40GB's {ia(dg.loc['NVIDIA A100-SXM4-40GB'])})")
     keys = ["device", "model", "batch", "seq"]
     means = []
     for kind, name in (("inference", "e2e_inference"), ("training", "e2e_training")):
