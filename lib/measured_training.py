@@ -136,11 +136,16 @@ def shapes_measured(rows: pd.DataFrame, run: str = RUN) -> np.ndarray:
 def kernel_comparison(rows: pd.DataFrame, default_ms: np.ndarray, variant_ms: np.ndarray,
                       run: str = RUN) -> pd.DataFrame:
     """Per op class and GPU (and 'all GPUs'): kernels, share of shapes the run measured, MAPE (%) of the default and
-    of the variant, each forecast against latency_ms (notebook 04)."""
+    of the variant, each forecast against latency_ms, on every kernel and on those whose shape the run did not measure
+    (`*_unmeasured`: what learning the run's GPU does without its shapes) (notebook 04)."""
     t = rows.assign(default_ape=ape(default_ms, rows["latency_ms"]), variant_ape=ape(variant_ms, rows["latency_ms"]),
                     measured_shape=shapes_measured(rows, run))
+    t = t.assign(default_ape_unmeasured=t["default_ape"].where(~t["measured_shape"]),
+                 variant_ape_unmeasured=t["variant_ape"].where(~t["measured_shape"]))
     agg = dict(kernels=("latency_ms", "size"), shapes_run_measured=("measured_shape", "mean"),
-               default_mape=("default_ape", "mean"), variant_mape=("variant_ape", "mean"))
+               default_mape=("default_ape", "mean"), variant_mape=("variant_ape", "mean"),
+               default_mape_unmeasured=("default_ape_unmeasured", "mean"),
+               variant_mape_unmeasured=("variant_ape_unmeasured", "mean"))
     per_gpu = t.groupby(["op_class", "device"]).agg(**agg).reset_index()
     pooled = t.groupby("op_class").agg(**agg).reset_index().assign(device="all GPUs")
     return pd.concat([per_gpu, pooled], ignore_index=True).sort_values(["op_class", "device"], ignore_index=True)

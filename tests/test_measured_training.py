@@ -60,6 +60,16 @@ def test_kernel_comparison_by_hand():
     assert t.loc["a", ["kernels", "default_mape", "variant_mape"]].tolist() == pytest.approx([2, 5, 5])
     assert t.loc["all GPUs", ["kernels", "default_mape", "variant_mape"]].tolist() == pytest.approx([3, 20, 10 / 3])
     assert (t["shapes_run_measured"] == 0).all()
+    # no shape of these is the run's: the unmeasured columns are the same means
+    assert np.allclose(t["default_mape_unmeasured"], t["default_mape"]) and np.allclose(t["variant_mape_unmeasured"],
+                                                                                        t["variant_mape"])
+    # one row's shape the run measured: it leaves the unmeasured means
+    own = MT.measured_rows().iloc[[0]][["op", "B", "M", "N", "K", "H"]].assign(op_class="X", device="a", latency_ms=1.0)
+    both = pd.concat([own, own.assign(B=own["B"] + 0.5, latency_ms=2.0)], ignore_index=True)
+    u = MT.kernel_comparison(both, np.array([2.0, 2.0]), np.array([1.0, 3.0])).set_index("device").loc["a"]
+    # APE: default 100, 0; variant 0, 50; the unmeasured row is the second
+    assert u[["shapes_run_measured", "default_mape", "variant_mape", "default_mape_unmeasured",
+              "variant_mape_unmeasured"]].tolist() == pytest.approx([0.5, 50, 25, 0, 50])
 
 
 def test_the_variant_learns_the_runs_rows_and_carries_its_range_forest_and_envelope(tmp_path, monkeypatch):
