@@ -33,7 +33,7 @@ from .ops import GEMM_OPS
 from .predictor_config import make_config
 from .predictors import (CODE, TABLE_CODE, NeuSightPredictor, _code_text, _own_code, ensemble, ensemble_members,
                          from_state)
-from .tile_choice import fit_tile_classifier
+from .tile_choice import forest_path, saved_forest
 from .utilization import input_names
 
 RUN = "NVIDIA_H200_torch2.11.0_cuda13.0"   # data/measured/<RUN>/: our H200, PyTorch 2.11 (data/measured/README.md)
@@ -83,10 +83,15 @@ def _with_run(run: str):
 
 @functools.cache
 def tile_forest(run: str = RUN):
-    """lib.tile_choice's classifier fitted on the five training GPUs' GEMM rows and the run's."""
-    rows = pd.concat([load_kernels(ops=list(GEMM_OPS), splits="train"), measured_rows(run)[lambda d: d["op"]
-                      .isin(GEMM_OPS)]], ignore_index=True)
-    return fit_tile_classifier(rows, FOREST_SEED)
+    """lib.tile_choice's classifier fitted on the five training GPUs' GEMM rows and the run's (saved under build/cache
+    as the default's is, lib.tile_choice.saved_forest)."""
+    def rows():
+        own = measured_rows(run)
+        return pd.concat([load_kernels(ops=list(GEMM_OPS), splits="train"), own[own["op"].isin(GEMM_OPS)]],
+                         ignore_index=True)
+    path = forest_path(FOREST_SEED, None, "measured", run, run_hash(run),
+                       *[_code_text(f) for f in (measured_rows, measured_kernels)])
+    return saved_forest(path, rows, FOREST_SEED)
 
 
 def train_with_run(op_class: str, cfg: dict, run: str = RUN) -> NeuSightPredictor:

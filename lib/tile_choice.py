@@ -112,37 +112,46 @@ def fit_tile_classifier(df: pd.DataFrame, seed: int = 0, candidates: np.ndarray 
 # kernel table's fingerprint, the code that labels and fits it, its candidates, seed, rows, and the scikit-learn and
 # numpy that grew it. Fitting it (load the 120,000 training GEMM rows, grow 30 trees) took 2.5 s of a cold forecast's
 # 5.2 s; loading it takes a tenth of a second, and a loaded forest is the fitted one, so every tile is as it was.
-def forest_path(seed: int = 0, max_rows: int | None = None) -> Path:
-    """build/cache/tile-forest-<key>.pkl, where tile_classifier(seed, max_rows) is saved (notebook 04)."""
+def forest_path(seed: int = 0, max_rows: int | None = None, *rows_from) -> Path:
+    """build/cache/tile-forest-<key>.pkl, where tile_classifier(seed, max_rows) is saved; rows_from: what else the
+    forest's rows are made from, for one fitted on more rows (lib.measured_training) (notebook 04)."""
     import sklearn
     from .data import fingerprint
     from .train import cache_key, code_text
     key = cache_key("tile-forest", seed, max_rows, list(GEMM_OPS), CANDIDATES, fingerprint("nvidia"),
                     sklearn.__version__, np.__version__,
                     *[code_text(f) for f in (fit_tile_classifier, classifier_inputs, oracle_tile_labels,
-                                             gemm_tile_from_name)])
+                                             gemm_tile_from_name)], *rows_from)
     return paths.CACHE / f"tile-forest-{key}.pkl"
+
+
+def saved_forest(path: Path, rows, seed: int = 0):
+    """fit_tile_classifier(rows(), seed), loaded from path where it was saved, else fitted and saved there; a file
+    that is no saved forest fails with its path (notebook 04)."""
+    if path.is_file():
+        try:
+            return pickle.loads(path.read_bytes())
+        except Exception as e:   # a truncated or foreign file: name it, do not fit over it silently
+            raise RuntimeError(f"{path}: not a saved tile classifier ({type(e).__name__}: {e}); "
+                               "delete it to fit the classifier again") from None
+    forest = fit_tile_classifier(rows(), seed)
+    blob = pickle.dumps(forest, protocol=pickle.HIGHEST_PROTOCOL)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    paths.write_atomic(path, lambda tmp: tmp.write_bytes(blob))
+    return forest
+
+
+def _training_gemms(seed: int, max_rows: int | None) -> pd.DataFrame:
+    """The training GPUs' GEMM rows, max_rows of them drawn with seed (all where None or more)."""
+    df = load_kernels(ops=list(GEMM_OPS), splits="train")
+    return df.sample(n=max_rows, random_state=seed) if max_rows is not None and max_rows < len(df) else df
 
 
 def tile_classifier(seed: int = 0, max_rows: int | None = None):
     """fit_tile_classifier on the training GPUs' GEMM rows (cached per process and under build/cache)."""
     key = (seed, max_rows)
     if key not in _FOREST:
-        path = forest_path(seed, max_rows)
-        if path.is_file():
-            try:
-                _FOREST[key] = pickle.loads(path.read_bytes())
-            except Exception as e:   # a truncated or foreign file: name it, do not fit over it silently
-                raise RuntimeError(f"{path}: not a saved tile classifier ({type(e).__name__}: {e}); "
-                                   "delete it to fit the classifier again") from None
-        else:
-            df = load_kernels(ops=list(GEMM_OPS), splits="train")
-            if max_rows is not None and max_rows < len(df):
-                df = df.sample(n=max_rows, random_state=seed)
-            _FOREST[key] = fit_tile_classifier(df, seed)
-            blob = pickle.dumps(_FOREST[key], protocol=pickle.HIGHEST_PROTOCOL)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            paths.write_atomic(path, lambda tmp: tmp.write_bytes(blob))
+        _FOREST[key] = saved_forest(forest_path(seed, max_rows), lambda: _training_gemms(seed, max_rows), seed)
     return _FOREST[key]
 
 

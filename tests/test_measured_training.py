@@ -124,3 +124,22 @@ def test_spec_tiles_of_the_variant_are_the_hybrid_with_its_classifier(tmp_path, 
                         real(df, forest, *a))
     predict_kernels(shapes, h100, cfg_by_class=variant)
     assert used == [MT.tile_forest(MT.RUN)]
+
+
+def test_the_variants_classifier_is_saved_and_loaded_like_the_defaults(tmp_path, monkeypatch):
+    # keyed apart from the default's (its rows include the run's); a second process loads it and fits nothing
+    from lib import tile_choice
+    real_path = MT.forest_path
+    assert real_path(0, None, "measured") != real_path(0, None) == tile_choice.forest_path()
+    monkeypatch.setattr(MT, "forest_path", lambda *a: tmp_path / real_path(*a).name)
+    MT.tile_forest.cache_clear()
+    fitted = MT.tile_forest(MT.RUN)
+    assert len(list(tmp_path.glob("tile-forest-*.pkl"))) == 1
+    MT.tile_forest.cache_clear()
+    # fitting would read the training rows (the key reads fit_tile_classifier's code, so that cannot be patched)
+    monkeypatch.setattr(MT, "load_kernels", lambda *a, **k: pytest.fail("fitted again"))
+    loaded = MT.tile_forest(MT.RUN)
+    h200 = MT.measured_rows()[lambda d: d["op"].isin(["bmm", "linear"])]
+    assert np.array_equal(np.stack(tile_choice.classify_tiles(h200, fitted)),
+                          np.stack(tile_choice.classify_tiles(h200, loaded)))
+    MT.tile_forest.cache_clear()
