@@ -1,7 +1,7 @@
 """Kernel latency on any GPU from its spec: NeuSight and the baselines, API and CLI (notebook 04).
 
     python -m lib.kernels --device DEVICE.json --input KERNELS.csv --output PRED.csv \
-        [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier|hybrid]
+        [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier|hybrid|ranged]
         [--config CONFIGS.json] [--dtype fp32|fp16]
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
@@ -49,10 +49,11 @@ from .precision import PrecisionError, fp16_device, fp16_note, predict_fp16, una
 from .tiles import gemm_tile_from_name
 
 METHODS = ("neusight", "roofline", "habitat", "li")
-TILES = ("spec", "oracle", "autotune", "classifier", "hybrid")
+TILES = ("spec", "oracle", "autotune", "classifier", "hybrid", "ranged")
 # what tiles='spec' means: the autotuner (chosen in notebook 04 on ID validation), with the classifier's tile for
-# narrow GEMMs (amendment 8, lib.selection; lib.tile_choice.narrow_gemms)
-SPEC_TILES = "hybrid"
+# narrow GEMMs (amendment 8, lib.selection; lib.tile_choice.narrow_gemms) on a GPU within the spec range of the GPUs
+# the classifier was fitted on (amendment 9, lib.tile_choice.within_range)
+SPEC_TILES = "ranged"
 # The columns a device's spec adds to a kernel table (Device.spec_columns): equal in two rows, the same GPU
 SPEC_KEY = ["device" if f.name == "name" else f.name for f in fields(Device) if f.name != "path"]
 
@@ -84,7 +85,8 @@ def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:
 
 def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int = 0) -> np.ndarray:
     from .predictors import predict_featured
-    from .tile_choice import autotune_tiles, classify_tiles, named_tiles, narrow_gemms, tile_candidates, tile_forest
+    from .tile_choice import (autotune_tiles, classifier_gpus, classify_tiles, named_tiles, narrow_gemms,
+                              tile_candidates, tile_forest, within_range)
     predict = lambda feat: predict_featured(feat, cfg_by_class, seed)
     if tiles == "oracle":
         return predict(add_features(df, tiles="oracle"))
@@ -98,9 +100,11 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int
     gemm = df["op"].isin(GEMM_OPS).to_numpy()
     out = np.full(len(df), np.nan)
     g = df[gemm]
-    # hybrid: the classifier for narrow GEMMs, the autotuner for the others
+    # hybrid: the classifier for narrow GEMMs, the autotuner for the others; ranged: the hybrid within the
+    # classifier's spec range, the autotuner beyond it
     classified = np.ones(len(g), bool) if tiles == "classifier" else \
-        narrow_gemms(g) if tiles == "hybrid" else np.zeros(len(g), bool)
+        narrow_gemms(g) if tiles == "hybrid" else \
+        narrow_gemms(g) & within_range(g, classifier_gpus(cfg_by_class)) if tiles == "ranged" else np.zeros(len(g), bool)
     gemm_out = np.full(len(g), np.nan)
     if (~classified).any():
         gemm_out[~classified] = autotune_tiles(g[~classified], predict, tile_candidates(cfg_by_class))[2]
@@ -149,7 +153,8 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
     method: neusight | roofline | habitat | li (li: NaN for the ops without training-split rows on the device).
     tiles (neusight): spec (= SPEC_TILES, or the classifier GEMM predictors carry: lib.amd) | autotune | classifier |
         hybrid (the classifier for narrow GEMMs, lib.tile_choice.narrow_gemms; the autotuner for the others) |
-        oracle (target's kernel names).
+        ranged (the hybrid on a GPU within the classifier's spec range, lib.tile_choice.within_range; else the
+        autotuner) | oracle (target's kernel names).
     cfg_by_class (neusight) and habitat_cfg (habitat): training configs; None = the defaults.
     seed (neusight): the training seed of the default configs (0: the committed results' models).
     """
@@ -271,7 +276,7 @@ def main(argv=None) -> int:
     ap.add_argument("--method", default="neusight", choices=METHODS,
                     help="NeuSight (default) or a baseline; li needs training-split measurements of the target")
     ap.add_argument("--tiles", default="spec", choices=TILES,
-                    help="GEMM tile rule: spec (default, from the spec only); oracle needs kernel_name")
+                    help="GEMM tile rule: spec (default, from the spec only: the ranged rule); oracle needs kernel_name")
     ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
     ap.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"),
                     help="fp16: GEMMs on tensor cores, by the fp32 predictors on an equivalent device (lib.precision)")

@@ -64,9 +64,15 @@ def run_hash(run: str = RUN) -> str:
     return h.hexdigest()[:16]
 
 
+def trained_gpus(run: str = RUN) -> tuple[str, ...]:
+    """The five training GPUs' names and the run's GPU's: what the variant learns from, and the spec range its tile
+    classifier is trusted in (amendment 9, lib.tile_choice.within_range)."""
+    return (*TRAIN_GPUS_NVIDIA, measured_rows(run)["device"].iloc[0])
+
+
 def mem_per_sm_gb(run: str = RUN) -> tuple[float, float]:
     """(min, max) memory per SM (GB) of the five training GPUs and the run's GPU: amendment 5's hold, widened."""
-    gpus = [device_by_name(g) for g in (*TRAIN_GPUS_NVIDIA, measured_rows(run)["device"].iloc[0])]
+    gpus = [device_by_name(g) for g in trained_gpus(run)]
     per_sm = [d.mem_gb / d.num_sm for d in gpus]
     return min(per_sm), max(per_sm)
 
@@ -117,13 +123,14 @@ def train_with_run(op_class: str, cfg: dict, run: str = RUN) -> NeuSightPredicto
     state, info = train_mod.cached(name, key, fit)
     return from_state(op_class, state, info, parsed, 0, mem_per_sm_gb=mem_per_sm_gb(run) if hold_mem else None,
                       tile_forest=tile_forest(run) if op_class in ("BMM", "FC") else None,
+                      tile_gpus=trained_gpus(run) if op_class in ("BMM", "FC") else None,
                       envelope=bool(cfg.get("envelope", False)))
 
 
 def predictors_with_run(cfg_by_class: dict, run: str = RUN) -> dict[str, NeuSightPredictor]:
     """{op class: the variant's model} for lib.kernels / lib.forecast's cfg_by_class, from unseen-GPU configs
-    (DEFAULT_CONFIGS, or the smoke run's); their spec-only tiles are amendment 8's hybrid with the six-GPU classifier
-    (lib.kernels)."""
+    (DEFAULT_CONFIGS, or the smoke run's); their spec-only tiles are amendment 9's rule with the six-GPU classifier,
+    trusted within the six GPUs' spec range (lib.kernels)."""
     return {c: train_with_run(c, cfg, run) for c, cfg in cfg_by_class.items()}
 
 

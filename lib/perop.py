@@ -23,6 +23,7 @@ VARIANTS = {
     "pred_neusight_general": ("NeuSight (spec-only tiles, unseen-GPU model on every GPU)", "neusight", "spec"),
     "pred_neusight_autotune": ("NeuSight (autotuned tiles)", "neusight", "autotune"),
     "pred_neusight_classifier": ("NeuSight (classifier tiles)", "neusight", "classifier"),
+    "pred_neusight_hybrid": ("NeuSight (hybrid tiles, amendment 8)", "neusight", "hybrid"),
     "pred_neusight_oracle": ("NeuSight (oracle tiles, target's kernel names)", "neusight", "oracle"),
     "pred_roofline": ("Roofline", "roofline", "spec"),
     "pred_habitat": ("Habitat-style MLP", "habitat", "spec"),

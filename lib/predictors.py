@@ -74,6 +74,8 @@ class NeuSightPredictor:
                                            # None: the NVIDIA training GPUs', lib.tiles.GEMM_TILE_CANDIDATES)
     tile_forest: object = None   # GEMMs: a classifier over tile_candidates that chooses the spec-only tiles in place
                                  # of autotune (lib.tile_choice.fit_tile_classifier; lib.amd, amendment A2)
+    tile_gpus: tuple | None = None   # GEMMs: the GPUs tile_forest was fitted on, whose spec range amendment 9 trusts it
+                                     # in (lib.tile_choice.within_range; None: the NVIDIA training GPUs)
     feature_rule: object = None   # a function of a featured table that puts a vendor's launch facts in place of
                                   # lib.features' before the inputs are read (lib.rocm_softmax.rocm_softmax_vec, amendment A3)
     envelope: bool = False   # amendment 6 for a predictor given as the config (lib.measured_training): lib.envelope caps it

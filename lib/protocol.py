@@ -136,14 +136,14 @@ def _raw(feat: pd.DataFrame, raw_cols) -> pd.DataFrame:
 # run (lib.train.fit's shapes split) -- every rule forecasts the run's held-out rows with that run's
 # model (best-validation weights); the classifier is fitted without those rows. Per rule:
 #   score = (mean over the LOGO folds of MAPE + held-out-shape MAPE) / 2
-TILE_RULES = ("oracle", "autotune", "classifier", "hybrid")
+TILE_RULES = ("oracle", "autotune", "classifier", "hybrid", "ranged")
 
 
 def tile_rule_table(op_class: str, cfg: dict, holdouts=None) -> pd.DataFrame:
     """MAPE (%) and median predicted / measured latency per run x tile rule (notebook 04)."""
     from .devices import TRAIN_GPUS_NVIDIA
     from .predictors import make_config, shape_groups, train_predictor, training_table
-    from .tile_choice import autotune_tiles, classify_tiles, fit_tile_classifier, narrow_gemms
+    from .tile_choice import autotune_tiles, classify_tiles, fit_tile_classifier, narrow_gemms, within_range
     from .ops import GEMM_OPS
     from .train import split_indices
     cfg = dict(cfg or {})
@@ -168,6 +168,9 @@ def tile_rule_table(op_class: str, cfg: dict, holdouts=None) -> pd.DataFrame:
         pred = {"oracle": p.predict(held), "autotune": autotune_tiles(raw, p.predict)[2],
                 "classifier": p.predict(add_features(raw.assign(tile_m=tiles[0], tile_n=tiles[1]), tiles="given"))}
         pred["hybrid"] = np.where(narrow_gemms(raw), pred["classifier"], pred["autotune"])   # amendment 8
+        # amendment 9: the hybrid within the spec range of the GPUs the run's classifier was fitted on
+        fitted = [g for g in TRAIN_GPUS_NVIDIA if g != run]
+        pred["ranged"] = np.where(within_range(raw, fitted), pred["hybrid"], pred["autotune"])
         y = held["latency_ms"].to_numpy()
         rows += [{"op_class": op_class, "run": run, "rule": rule, "rows": len(held),
                   "mape_pct": mape(v, y), "median_ratio": float(np.median(v / y))}

@@ -233,8 +233,8 @@ def render(tables: Path = paths.TABLES) -> str:
         "'below' / 'above': the whole interval lies there. 'Over N seeds': the least to the largest when the "
         "models are trained from each of N seeds, the committed one among them (an ensemble's runs share no seed). "
         "Spec-only tiles: the rule (`lib.kernels.SPEC_TILES`) was chosen on the in-distribution rows that the "
-        "in-distribution column scores, and amended for narrow GEMMs on the training GPUs' criterion (amendment 8; "
-        "notebook 04). " + ood_gpus_note(read("04-held-out-gpus")), "",
+        "in-distribution column scores, and amended for narrow GEMMs on the training GPUs' criterion (amendments 8 "
+        "and 9; notebook 04). " + ood_gpus_note(read("04-held-out-gpus")), "",
         "End-to-end mean APE % over the NVIDIA labels (notebook 05, `figures/tables/e2e_*.csv`):",
         "", markdown(e2e_summary(inf, train, fused, seeds)), "",
         "'ours': every label. 'ours, the paper's labels', 'paper', 'ours - paper' and 'below the paper': the labels "

@@ -1,12 +1,15 @@
 """GEMM tiles without the target GPU's kernel names: spec-only tile choice (notebook 04).
 
 The paper read GEMM tiles from kernel names profiled on the target GPU ("oracle" tiles). A
-forecast may not: it knows the target's spec and the training GPUs' data only. Two choices:
+forecast may not: it knows the target's spec and the training GPUs' data only. The rules:
   autotune:   among the tiles the libraries use on the training GPUs
               (lib.tiles.GEMM_TILE_CANDIDATES), take the one the NeuSight model predicts
               fastest, as cuBLAS' heuristics / an autotuner would:  tile = argmin_t latency(t).
   classifier: a decision forest over log(B, M, N, K), the op and the log spec (num_sm, peak,
               bandwidth, L2, memory) trained to reproduce the training GPUs' oracle tiles.
+  hybrid:     the classifier for narrow GEMMs, the autotuner for the others (amendment 8);
+  ranged:     the hybrid on a GPU within the spec range of the GPUs the classifier was fitted on, the autotuner
+              beyond it (amendment 9; the default, lib.kernels.SPEC_TILES).
 GEMM predictors may carry their own classifier (lib.amd's, over the AMD tiles): 'spec' then means it.
 Vector ops (EW, softmax, LN) need no choice: lib.tiles.vec_tile is a spec-only launch rule.
 """
@@ -171,3 +174,31 @@ NARROW_SIDE = 128
 def narrow_gemms(df: pd.DataFrame) -> np.ndarray:
     """Whether each GEMM row's smaller output side min(M, K) is below NARROW_SIDE (amendment 8; notebook 04)."""
     return np.minimum(df["M"].to_numpy(float), df["K"].to_numpy(float)) < NARROW_SIDE
+
+
+# Amendment 9 (lib.selection): the classifier knows what the libraries of the GPUs it was fitted on ran, and a forest
+# asked about a GPU beyond them answers as the edge of their range does. A narrow GEMM takes its tile only on a GPU
+# whose spec lies within that range on every field the classifier reads (ends included):
+#     min over the fitted GPUs of f <= f(target) <= max over them,   for every f in SPEC_COLS
+# ('ranged' tiles); elsewhere it takes the autotuner's
+def spec_range(gpus) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) of each SPEC_COLS field over the named GPUs (lib.devices names; notebook 04)."""
+    from .devices import device_by_name
+    specs = np.array([[device_by_name(g).spec_columns()[c] for c in SPEC_COLS] for g in gpus], dtype=float)
+    return specs.min(axis=0), specs.max(axis=0)
+
+
+def within_range(df: pd.DataFrame, gpus=None) -> np.ndarray:
+    """Whether each row's GPU spec lies within spec_range(gpus) on every SPEC_COLS field; gpus None: the NVIDIA
+    training GPUs, which the default classifier was fitted on (amendment 9; notebook 04)."""
+    from .devices import TRAIN_GPUS_NVIDIA
+    lo, hi = spec_range(TRAIN_GPUS_NVIDIA if gpus is None else gpus)
+    x = np.stack([df[c].to_numpy(float) for c in SPEC_COLS], axis=1)
+    return ((x >= lo) & (x <= hi)).all(axis=1)
+
+
+def classifier_gpus(cfg_by_class: dict | None) -> tuple | None:
+    """The GPUs the classifier of cfg_by_class's GEMM predictors was fitted on (lib.measured_training's: six); None
+    where they name none, the NVIDIA training GPUs (notebook 04)."""
+    named = [getattr((cfg_by_class or {}).get(c), "tile_gpus", None) for c in ("BMM", "FC")]
+    return next((g for g in named if g is not None), None)

@@ -106,7 +106,8 @@ def test_train_with_run_refuses_a_config_it_cannot_honour():
 
 def test_spec_tiles_of_the_variant_are_the_hybrid_with_its_classifier(tmp_path, monkeypatch):
     # GEMM predictors that carry a classifier over NVIDIA's tiles (no tile list of their own, unlike lib.amd's):
-    # 'spec' is amendment 8's hybrid, its narrow rows classified by that forest, not the default classifier
+    # 'spec' is amendment 9's rule, its narrow rows classified by that forest, not the default classifier, on a GPU
+    # within the range of the GPUs it was fitted on (the H100: the hybrid)
     from lib import tile_choice
     from lib.kernels import predict_kernels
     monkeypatch.setattr(paths, "BUILD", tmp_path)
@@ -117,6 +118,9 @@ def test_spec_tiles_of_the_variant_are_the_hybrid_with_its_classifier(tmp_path, 
     assert tile_choice.narrow_gemms(shapes).tolist() == [False, True, True]
     spec = predict_kernels(shapes, h100, cfg_by_class=variant)
     assert np.array_equal(spec, predict_kernels(shapes, h100, tiles="hybrid", cfg_by_class=variant))
+    # amendment 9: the six-GPU classifier is trusted within the six GPUs' range, which holds the H100
+    assert variant["BMM"].tile_gpus == MT.trained_gpus() and MT.trained_gpus()[-1] == "NVIDIA H200"
+    assert tile_choice.within_range(shapes.assign(**h100.spec_columns()), MT.trained_gpus()).all()
     assert not np.array_equal(spec, predict_kernels(shapes, h100, tiles="classifier", cfg_by_class=variant))
     used = []
     real = tile_choice.classify_tiles

@@ -564,8 +564,9 @@ def test_04_shape_error_transfer():
     """04 cell transfer-3: each OOD GPU's per-shape errors against each training GPU's (04-shape-error-transfer)."""
     t = table("04-shape-error-transfer")
     twin = t[(t["device"] == A100_80) & (t["train_gpu"] == A100_40)].set_index("op_class")
-    says(NB04, f"correlation {twin.loc['BMM', 'corr']:.2f} for BMM, {twin.loc['SOFTMAX', 'corr']:.2f} for softmax, "
-               f"{twin.loc['LN', 'corr']:.2f} for layernorm, {twin.loc['FC', 'corr']:.2f} for FC")
+    assert twin.loc["BMM", "corr"] < twin[["corr"]].drop(index="BMM")["corr"].min()     # "but ... for BMM"
+    says(NB04, f"correlation {twin.loc['SOFTMAX', 'corr']:.2f} for softmax, {twin.loc['LN', 'corr']:.2f} for layernorm, "
+               f"{twin.loc['FC', 'corr']:.2f} for FC, but {twin.loc['BMM', 'corr']:.2f} for BMM")
     says(NB04, f"the model misses these shapes by {twin.loc['BMM', 'train_gpu_mape_pct']:.1f}% (BMM) and "
                f"{twin.loc['SOFTMAX', 'train_gpu_mape_pct']:.1f}% (softmax)")
     bmm, soft, fc = (twin.loc[c] for c in ("BMM", "SOFTMAX", "FC"))
@@ -585,12 +586,12 @@ def test_04_shape_error_transfer():
     helps = h_all[h_all["without_shape_error_mape_pct"] < h_all["mape_pct"]]
     bmm = h_all[h_all["op_class"] == "BMM"].assign(gain=lambda d: d["mape_pct"] - d["without_shape_error_mape_pct"])
     best = bmm.loc[bmm["gain"].idxmax()]
-    assert best["gain"] < 0.1 and best["train_gpu"] == "Tesla P100-PCIE-16GB"        # "no better"
+    assert best["gain"] < 0.1 and best["train_gpu"] == A100_40                      # "no better"
     fc_helps = helps[helps["op_class"] == "FC"]
     assert list(fc_helps["train_gpu"]) == [A100_40], "the prose names one exception"
     r = fc_helps.iloc[0]
     says(NB04, f"Dividing out any training GPU's error per shape makes its BMM forecasts no better (at best "
-               f"{best['mape_pct']:.2f}% to {best['without_shape_error_mape_pct']:.2f}%, with the P100's), and its FC "
+               f"{best['mape_pct']:.2f}% to {best['without_shape_error_mape_pct']:.2f}%, with the A100-PCIE-40GB's), and its FC "
                f"forecasts worse for every training GPU but the A100-PCIE-40GB ({r['mape_pct']:.1f}% to "
                f"{r['without_shape_error_mape_pct']:.1f}%)")
 
@@ -609,9 +610,9 @@ def test_04_error_concentration_reading():
     assert set(bmm_by_gpu.nlargest(2).index) == {"Tesla P4", "Tesla T4"}
     says(NB04, "Batched matmul misses most on P4 and T4")
     waves = ood[(ood["grouping"] == "waves") & (ood["op_class"] == "BMM")].set_index("group")["mape_pct"]
-    assert waves.idxmax() == "(64.0, 256.0]" and waves.idxmin() == "(0.0, 1.0]"
-    says(NB04, "Out of distribution, batched matmul misses most on kernels of 64 to 256 waves, and least on those of\n"
-               "  at most one wave")
+    assert waves.idxmax() == "(0.0, 1.0]" and waves.idxmin() == "(16.0, 64.0]"
+    says(NB04, "Out of distribution, batched matmul misses most on kernels of at most one wave, where the\n"
+               "  `alpha - beta / waves` curve is steepest, and least on those of 16 to 64 waves")
     vector_waves = t[(t["grouping"] == "waves") & t["op_class"].isin(["EW", "LN"])]["group"]
     assert set(vector_waves) <= {"(64.0, 256.0]", "(256.0, inf]"}
     says(NB04, "Element-wise and layernorm kernels all run in more than 64 waves")
@@ -766,9 +767,9 @@ def test_05_matched_forecast():
                f"{train['neusight_ape']:.1f}% to {train['exact_ape_pct']:.1f}% (training)")
     from lib.report import E2E_TARGET_PCT
     share = (inf["neusight_ape"] - inf["exact_ape_pct"]) / (inf["neusight_ape"] - E2E_TARGET_PCT)
-    assert 0 < share < 1 and train["exact_ape_pct"] > train["neusight_ape"]           # "would get worse"
+    assert 0 < share < 1 and train["exact_ape_pct"] < train["neusight_ape"]           # "would get better ... too"
     says(NB05, f"{100 * share:.0f}% of the H100's inference excess over the {E2E_TARGET_PCT:g}% target is the kernel "
-               "forecast of large GEMMs, while its training labels would get worse")
+               "forecast of large GEMMs, and its training labels would get better with those kernels as measured too")
     a80 = m.loc[(A100_80, "training")]
     assert a80["exact_ape_pct"] < a80["neusight_ape"]
     says(NB05, f"its matched nodes are {100 * a80['matched_share']:.0f}% of a training label's time, our FC forecast "
@@ -833,11 +834,11 @@ def test_05_amendment7_end_to_end():
     ba = lambda gpus, kind: f"{ape.loc[(gpus, kind), 'ape_before']:.1f}% -> {ape.loc[(gpus, kind), 'ape_after']:.1f}%"  # noqa: E731
     other, own = "other GPUs", "training GPUs"
     up = ape.loc[other, "ape_after"] > ape.loc[other, "ape_before"]
-    assert up["inference"] and not up["training"] and not up["fused inference"], "the prose says: rises, falls, falls"
+    assert up.all(), "the prose says: rises, rises, rises"
     assert (ape.loc[own, "ape_after"] < ape.loc[own, "ape_before"]).all(), "the prose says it falls"
     says(NB05, f"forecast faster, {faster[other, 'inference']} of the {n[other, 'inference']} inference labels and "
                f"{faster[other, 'training']} of the {n[other, 'training']} training labels; the mean APE rises for "
-               f"inference, {ba(other, 'inference')}, and falls for training, {ba(other, 'training')}, and fused "
+               f"inference, {ba(other, 'inference')}, for training, {ba(other, 'training')}, and for fused "
                f"inference, {ba(other, 'fused inference')}")
     says(NB05, f"it falls: {ba(own, 'inference')}, {ba(own, 'training')} and {ba(own, 'fused inference')}")
 
@@ -941,9 +942,10 @@ def test_05_seed_spread():
     says(NB05, f"over {n} seeds, the mean APE is {inf['range']}% for\ninference and {train['range']}% for training")
     assert inf["min_pct"] > 5 and train["min_pct"] > 5
     inf_below, train_below = below_paper("inference"), below_paper("training")
-    assert inf_below == inf["seeds"] and train_below == train["seeds"]
-    says(NB05, f"above the 5% target on every seed; below the paper's {inf['paper_pct']:.1f} for inference and its "
-               f"{train['paper_pct']:.2f} for training on every seed")
+    assert inf_below == inf["seeds"] and train_below == train["seeds"] - 1
+    assert seeds_of("training").iloc[0] > train["paper_pct"]                  # "but the committed one"
+    says(NB05, f"above the 5% target on every seed; below the paper's {inf['paper_pct']:.1f} for inference on every seed, "
+               f"and below its {train['paper_pct']:.2f} for training on every seed but the committed one")
     # where the committed (first) seed ranks: the number of seeds with a higher mean APE
     rank = {0: "the highest", 1: "the second highest", 2: "the third highest", 3: "the fourth highest", 4: "the lowest"}
     above_first = {k: int((seeds_of(k) > seeds_of(k).iloc[0]).sum()) for k in ("inference", "training")}
@@ -972,24 +974,22 @@ def test_05_seed_spread():
     a40, h100_train, a80, v100_train = (r[k] for k in (("inference", A100_40), ("training", H100), ("training", A100_80),
                                                         ("training", v100)))
     p100 = r[("inference", "Tesla P100-PCIE-16GB")]
-    assert above == {("inference", H100), ("inference", "Tesla P100-PCIE-16GB"), ("training", v100)}
+    assert above == {("inference", H100), ("inference", "Tesla P100-PCIE-16GB"), ("training", A100_80), ("training", H100),
+                     ("training", v100)}
     says(NB05, "Of the GPUs above the paper's averages on its labels with the committed seed (H100 inference,\n"
-               "P100 inference and V100 training)")
-    assert h100["paper_labels_min_pct"] > h100["paper_pct"] and p100["paper_labels_min_pct"] > p100["paper_pct"]
+               "P100 inference, A100-80GB training, H100 training and V100 training)")
+    assert all(v["paper_labels_min_pct"] > v["paper_pct"] for v in (h100, p100, a80))
     says(NB05, f"H100 inference stays above on every seed ({on_paper(h100)}% against {h100['paper_pct']:.1f}), and so "
-               f"does P100 inference ({on_paper(p100)}% against {p100['paper_pct']:.1f})")
+               f"do P100 inference ({on_paper(p100)}% against {p100['paper_pct']:.1f}) and A100-80GB training "
+               f"({on_paper(a80)}% against {a80['paper_pct']:.1f})")
     two = lambda v: f"{v['paper_labels_min_pct']:.2f}-{v['paper_labels_max_pct']:.2f}% against {v['paper_pct']:.2f}"
-    v_seeds = [v100_train[f"seed{i}_pct"] for i in range(inf["seeds"])]
-    says(NB05, f"V100 training is above it on {WORDS[sum(x > v100_train['paper_pct'] for x in v_seeds)]} seeds of "
-               f"{WORDS[inf['seeds']]} ({two(v100_train)})")
+    above_on = lambda v: WORDS[sum(v[f"seed{i}_pct"] > v["paper_pct"] for i in range(inf["seeds"]))]
+    says(NB05, f"V100 training is above it on {above_on(v100_train)} seeds of {WORDS[inf['seeds']]} ({two(v100_train)}), "
+               f"and H100 training on {above_on(h100_train)} ({two(h100_train)})")
     assert a40["paper_labels_max_pct"] < a40["paper_pct"] and a40["max_pct"] < a40["paper_pct"]
     says(NB05, f"A100-PCIE-40GB inference is below it on every seed, over all its labels "
                f"({a40['range']}%) and on the labels the paper's tables have ({on_paper(a40)}% against "
                f"{a40['paper_pct']:.1f}), which leave out its two 2,048-token SwitchTransformer labels")
-    for v in (a80_train := a80, h100_train):
-        assert v["paper_labels_max_pct"] < v["paper_pct"]
-    says(NB05, f"so are A100-80GB\ntraining ({on_paper(a80_train)}% against {a80_train['paper_pct']:.1f}) and H100 training "
-               f"({on_paper(h100_train)}% against {h100_train['paper_pct']:.1f})")
     # the seeds' mean forecast per label (mean_forecast_pct): inside each range, above 5%, and the two GPUs still above
     mean = {k: v["mean_forecast_pct"] for k, v in r.items()}
     assert all(v["min_pct"] <= v["mean_forecast_pct"] <= v["max_pct"] for k, v in r.items() if k[1] == "ALL")
@@ -1046,9 +1046,9 @@ def test_04_p4_sm_count():
     t = table("04-p4-sm-count").set_index("op_class")
     m = lambda c: f"{t.loc[c, 'mape_pct_spec_file']:.1f}% -> {t.loc[c, 'mape_pct_traced']:.1f}%"
     better = [c for c in OP_ORDER if t.loc[c, "mape_pct_traced"] < t.loc[c, "mape_pct_spec_file"]]
-    assert better == ["FC", "SOFTMAX", "LN"]
-    says(NB04, f"three classes are forecast better, FC {m('FC')}, softmax {m('SOFTMAX')} and layernorm {m('LN')}, and two "
-               f"worse, BMM {m('BMM')} and element-wise {m('EW')}")
+    assert better == ["BMM", "FC", "SOFTMAX", "LN"]
+    says(NB04, f"four classes are forecast better, BMM {m('BMM')}, FC {m('FC')}, softmax {m('SOFTMAX')} and layernorm "
+               f"{m('LN')}, and one worse, element-wise {m('EW')}")
     assert t.loc["all", "kernels"] == t.drop("all")["kernels"].sum()
     says(NB04, f"Over all {t.loc['all', 'kernels']:,.0f} kernels the MAPE moves from {t.loc['all', 'mape_pct_spec_file']:.1f}% "
                f"to {t.loc['all', 'mape_pct_traced']:.1f}%")
@@ -1097,10 +1097,10 @@ def test_05_backward_traffic():
     assert int((lab["without_ms"] < lab["e2e_ms"]).sum()) > len(lab) / 2
     assert ape.loc[A100_80, "with_ape"] < ape.loc[A100_80, "without_ape"]
     v100 = "Tesla V100-PCIE-32GB"
-    assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_ape"] and ape.loc[H100, "with_ape"] > ape.loc[H100, "without_ape"]
+    assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_ape"] and ape.loc[H100, "with_ape"] < ape.loc[H100, "without_ape"]
     says(NB05, "The A100-80GB's labels, most of them forecast too fast, improve "
-               f"({ape.loc[A100_80, 'without_ape']:.1f}% -> {ape.loc[A100_80, 'with_ape']:.1f}%), while the H100's "
-               f"({ape.loc[H100, 'without_ape']:.1f}% -> {ape.loc[H100, 'with_ape']:.1f}%) and V100's get worse "
+               f"({ape.loc[A100_80, 'without_ape']:.1f}% -> {ape.loc[A100_80, 'with_ape']:.1f}%), and so do the H100's "
+               f"({ape.loc[H100, 'without_ape']:.1f}% -> {ape.loc[H100, 'with_ape']:.1f}%), while the V100's get worse "
                f"({ape.loc[v100, 'without_ape']:.1f}% -> {ape.loc[v100, 'with_ape']:.1f}%)")
 
 
@@ -1116,14 +1116,14 @@ def test_05_layernorm_column_sums():
     ape = t.groupby("device")[["without_sums_ape", "with_ape"]].mean()
     v100 = "Tesla V100-PCIE-32GB"
     assert ape.loc[v100, "with_ape"] > ape.loc[v100, "without_sums_ape"]
-    assert ape.loc[H100, "with_ape"] > ape.loc[H100, "without_sums_ape"]
+    assert ape.loc[H100, "with_ape"] < ape.loc[H100, "without_sums_ape"]
     lab = t[t["device"] == A100_80]
     assert int((lab["with_ms"] < lab["e2e_ms"]).sum()) > len(lab) / 2          # most forecast too fast
     assert ape.loc[A100_80, "with_ape"] < ape.loc[A100_80, "without_sums_ape"]
     says(NB05, f"The mean APE over all {len(t)} training labels goes from {mean['without_sums_ape']:.2f}% to "
                f"{mean['with_ape']:.2f}%: A100-80GB {ape.loc[A100_80, 'without_sums_ape']:.2f}% -> "
-               f"{ape.loc[A100_80, 'with_ape']:.2f}%, most of its labels forecast too fast, while H100's get worse, "
-               f"{ape.loc[H100, 'without_sums_ape']:.2f}% -> {ape.loc[H100, 'with_ape']:.2f}%, and V100's, "
+               f"{ape.loc[A100_80, 'with_ape']:.2f}%, most of its labels forecast too fast, and H100 "
+               f"{ape.loc[H100, 'without_sums_ape']:.2f}% -> {ape.loc[H100, 'with_ape']:.2f}%, while V100's get worse, "
                f"{ape.loc[v100, 'without_sums_ape']:.2f}% -> {ape.loc[v100, 'with_ape']:.2f}%")
 
 
@@ -1187,7 +1187,7 @@ def test_04_doubling_reading():
     says(NB04, f"{bmm.falls_same_kernel:,} of the {bmm.measured_falls:,} BMM pairs that fall run the same kernel")
     says(NB04, f"{bmm.flat_pairs:,} of the {bmm.pairs:,} BMM pairs ({100 * bmm.flat_pairs / bmm.pairs:.1f}%) are flat")
     says(NB04, f"the forecast says {bmm.flat_forecast_median:.2f} times (median over the pooled pairs of every GPU")
-    says(NB04, f"it is forecast at a median {bmm.flat_single_bias:.2f} of its measured time, the doubled one at "
+    says(NB04, f"shape is now forecast at a median {bmm.flat_single_bias:.2f} of its measured time, the doubled one at "
                f"{bmm.flat_doubled_bias:.2f}")
     flat = table("04-doubling-flat").set_index("device")
     assert flat["flat_pairs"].sum() == bmm.flat_pairs
@@ -1208,13 +1208,15 @@ def test_05_narrow_bmm_reading():
     a80, a40, p100 = (A100_80, "training"), (A100_40, "inference"), ("Tesla P100-PCIE-16GB", "inference")
     h100_inf, h100_train, t4 = (H100, "inference"), (H100, "training"), ("Tesla T4", "inference")
     r = lambda tab, k: f"{tab.loc[k, 'kernel_over_pred']:.2f}"
-    says(NB05, f"the kernel dataset times them at {r(narrow, a80)}, {r(narrow, a40)} and {r(narrow, p100)} times our "
-               f"forecast, while the other BMM nodes of those GPUs come out at {r(other, a80)}, {r(other, a40)} and "
-               f"{r(other, p100)}")
-    assert all(BAND[0] <= narrow.loc[k, "kernel_over_pred"] <= BAND[1] for k in (a80, a40, p100))   # "gone there"
-    assert narrow.loc[h100_inf, "kernel_over_pred"] < BAND[0] and narrow.loc[h100_train, "kernel_over_pred"] < BAND[0]
-    says(NB05, f"The H100 shows the opposite ({r(narrow, h100_inf)} and {r(narrow, h100_train)} over its inference and "
-               f"training labels, against {r(other, h100_inf)} and {r(other, h100_train)} for its other BMM nodes)")
+    says(NB05, f"on the A100-PCIE-40GB and the P100 the kernel dataset times them at {r(narrow, a40)} and "
+               f"{r(narrow, p100)} times our forecast, while the other BMM nodes of those GPUs come out at "
+               f"{r(other, a40)} and {r(other, p100)}")
+    assert all(BAND[0] <= narrow.loc[k, "kernel_over_pred"] <= BAND[1] for k in (a40, p100))   # "gone there"
+    assert narrow.loc[a80, "kernel_over_pred"] > BAND[1]                                   # "the doubling bias back"
+    says(NB05, f"On the A100-80GB the kernel dataset times them at {r(narrow, a80)} times our forecast (its\nother BMM "
+               f"nodes: {r(other, a80)})")
+    says(NB05, f"On the H100 it times them at {r(narrow, h100_inf)} and {r(narrow, h100_train)} over its inference and "
+               f"training labels, against {r(other, h100_inf)} and {r(other, h100_train)} for its other BMM nodes")
     assert narrow.loc[t4, "kernel_over_pred"] < 1 and other.loc[t4, "kernel_over_pred"] < 1
     says(NB05, f"The T4's are forecast too slow as its other BMM nodes are ({r(narrow, t4)}, against {r(other, t4)})")
     says(NB05, f"the narrow nodes take {100 * narrow.loc[a40, 'matched_share']:.1f}% of an inference label's time")
@@ -1326,8 +1328,9 @@ def test_05_size_guard_trial():
                f"forecast), {sweep[('NVIDIA L4', 'guarded')]} on L4 ({sweep[('NVIDIA L4', 'as forecast')]}) and "
                f"{sweep[('NVIDIA H200', 'guarded')]} on H200 ({sweep[('NVIDIA H200', 'as forecast')]})")
     bmm, fc = pooled.loc["BMM"], pooled.loc["FC"]
-    says(NB05, f"lowers the pooled BMM MAPE from {bmm.as_forecast_mape_pct:.2f}% to {bmm.guarded_mape_pct:.2f}% but "
-               f"raises FC from {fc.as_forecast_mape_pct:.2f}% to {fc.guarded_mape_pct:.2f}% "
+    moves = "lowers" if bmm.guarded_mape_pct < bmm.as_forecast_mape_pct else "raises"
+    says(NB05, f"{moves} the pooled BMM MAPE from {bmm.as_forecast_mape_pct:.2f}% to {bmm.guarded_mape_pct:.2f}% "
+               f"{'but raises' if moves == 'lowers' else 'and'} FC from {fc.as_forecast_mape_pct:.2f}% to {fc.guarded_mape_pct:.2f}% "
                f"(+{fc.change_pts:.2f} points; V100 +{logo.loc[('FC', 'Tesla V100-PCIE-32GB'), 'change_pts']:.2f})")
     drops = table("e2e_size_guard_sweep").set_index(["sweep", "device"])
     gpus = ("Tesla T4", "NVIDIA L4", "NVIDIA H200")
@@ -1342,7 +1345,8 @@ def test_05_size_guard_trial():
     says(NB05, f"on L4 the guarded forecast still falls {worst['NVIDIA L4']:.2f} times below its running maximum, on T4 "
                f"{worst['Tesla T4']:.2f} times")
     l4 = drops.loc[("as forecast", "NVIDIA L4")]
-    assert l4["falls"] == l4["steps"]                                                  # "every step ... falls"
+    assert l4["falls"] < l4["steps"] == 992                            # amendment 9: no longer every step (fbb6a43)
+    says(NB05, f"takes the autotuner's tile there, and {int(l4['falls'])} steps fall")
 
 
 def test_04_own_measurements_reading():
@@ -1768,7 +1772,7 @@ def test_07_distributed_reading():
     s = table("07-distributed-summary").set_index("which")
     a, layout, gpu = s.loc["all"], s[s["group"] == "layout"], s[s["group"] == "GPU"]
     below = set(s[(s["group"] != "all") & (s["ours_mape"] < s["paper_mape"])].index)
-    assert below == {"tp", "pp", H100} and a["ours_mape"] < a["paper_mape"]
+    assert below == {"dp", "tp", "pp", H100} and a["ours_mape"] < a["paper_mape"]
     says(NB07, f"Over the {a['labels']:.0f} distributed labels the mean APE is {a['ours_mape']:.1f}%** (95% CI "
                f"{a['ours_ci_lo']:.1f}-{a['ours_ci_hi']:.1f}%")
     says(NB07, f"against the paper's {a['paper_mape']:.1f}% on the same labels")
@@ -1787,14 +1791,16 @@ def test_07_distributed_reading():
                "measured step")
     h = e[e["device"] == H100]
     fast = h[h["latency_ms"] < h["measured_ms"]]
-    assert set(fast["model"]) == {"gpt3_xl"} and len(fast) == 2                   # "but for GPT3-XL's two labels"
+    slow = h[h["latency_ms"] > h["measured_ms"]]
+    assert len(fast) == 6 and len(slow) == 2 and set(fast.nlargest(2, "ape")["model"]) == {"gpt3_xl"}   # "most of all"
+    says(NB07, f"and on {WORDS[len(slow)]} of the H100's labels")
     says(NB07, f"The H100 is forecast too fast on {WORDS[len(fast)]} of its {len(h)} labels** "
                f"({h100['forecast_over_measured_min']:.2f} to {h100['forecast_over_measured_max']:.2f} of the measured step)")
-    gx = fast.set_index("layout")["ape"]
-    says(NB07, f"GPT3-XL, {gx['tp']:.1f}% tensor parallel and {gx['pp']:.1f}% pipeline parallel")
+    gx = fast[fast["model"] == "gpt3_xl"].set_index("layout")["ape"]
+    says(NB07, f"GPT3-XL's:\n  {gx['tp']:.1f}% tensor parallel and {gx['pp']:.1f}% pipeline parallel")
     single = table("e2e_training").set_index(["device", "model", "batch"])
     r = lambda m, b: single.loc[(H100, m, b), "neusight_ms"] / single.loc[(H100, m, b), "e2e_ms"]
-    assert r("gpt2_large", 4) > 1 > r("gpt3_xl", 1)                                  # "lean the same ways"
+    assert 1 > r("gpt2_large", 4) and 1 > r("gpt3_xl", 1)                           # "lean the same ways"
     says(NB07, f"(GPT2-Large at batch 4: {r('gpt2_large', 4):.2f} of the measured step; GPT3-XL at batch 1: "
                f"{r('gpt3_xl', 1):.2f})")
     a100_rows = e[e["device"] == "NVIDIA A100-SXM4-40GB"]
@@ -1805,8 +1811,8 @@ def test_07_distributed_reading():
     share, alone = c.groupby("layout")["comm_share"].mean(), c.groupby("layout")["compute_only_ape"].mean()
     says(NB07, f"{100 * share['dp']:.1f}% of the forecast for data parallel, {100 * share['tp']:.1f}% for tensor parallel, "
                f"{100 * share['pp']:.1f}% for pipeline parallel")
-    assert c["compute_only_ape"].mean() < c["ape"].mean() and alone["tp"] < layout.loc["tp", "ours_mape"]
-    says(NB07, f"lower the mean error from {c['ape'].mean():.1f}% to {c['compute_only_ape'].mean():.1f}%, and tensor "
+    assert c["compute_only_ape"].mean() > c["ape"].mean() and alone["tp"] > layout.loc["tp", "ours_mape"]
+    says(NB07, f"raise the mean error from {c['ape'].mean():.1f}% to {c['compute_only_ape'].mean():.1f}%, and tensor "
                f"parallel's from {layout.loc['tp', 'ours_mape']:.1f}% to {alone['tp']:.1f}%")
     from lib.labels import load_labels
     lab = load_labels().set_index(["gpu", "model", "batch", "option"])["e2e_ms"]
@@ -2205,11 +2211,11 @@ def test_04_busy_gemm_reading():
     says(NB04, f"GEMMs of the runs at 2,048 tokens are forecast at {long.gemm_over.min():.2f} to {long.gemm_over.max():.2f} "
                f"of their time")
     slow = s[s.gemm_over > 1.1]
-    assert set(zip(slow.model, slow.seq)) == {("bert_large", 512), ("gpt2_large", 1024), ("switchxl4", 512)}
+    assert set(zip(slow.model, slow.seq)) == {("bert_large", 512), ("switchxl4", 512)}
     per = slow.gemm_us_per_kernel
     assert per.min() > 50
     says(NB04, f"GEMMs are forecast {slow.gemm_over.min():.2f} to {slow.gemm_over.max():.2f} times too slow (BERT-Large "
-               f"training at batch 2, GPT-2 Large training at batch 1, SwitchTransformer at 512 tokens) run GEMM kernels "
+               f"training at batch 2, SwitchTransformer at 512 tokens) run GEMM kernels "
                f"of {per.min():.0f} to "
                f"{per.max():.0f} us on average")
 
@@ -2225,8 +2231,10 @@ def test_04_sixth_gpu_variant():
                f"{ba(t.loc[('FC', A100_80)])}) and element-wise kernels at {ba(pooled('EW'))}, while softmax "
                f"({ba(pooled('SOFTMAX'))}) and layernorm ({ba(pooled('LN'))}) get worse")
     gain = lambda c: pooled(c)["variant_mape"] < pooled(c)["default_mape"]             # noqa: E731
-    assert all(map(gain, ["BMM", "FC", "EW"])) and not any(map(gain, ["SOFTMAX", "LN"]))
-    assert t.loc[("BMM", H100), "variant_mape"] > paper_ood()["BMM"]
+    assert all(map(gain, ["FC", "EW"])) and not any(map(gain, ["BMM", "SOFTMAX", "LN"]))
+    # amendment 9: the variant's classifier helps the A100-80GB's batched matmuls and costs the H100's
+    assert t.loc[("BMM", A100_80), "variant_mape"] < t.loc[("BMM", A100_80), "default_mape"]
+    assert t.loc[("BMM", H100), "variant_mape"] > t.loc[("BMM", H100), "default_mape"]
     share = lambda c: f"{pooled(c)['shapes_run_measured'] * 100:.0f}%"                  # noqa: E731
     says(NB04, f"the H200 measured {share('BMM')} of the batched-matmul shapes and {share('FC')} of FC's")
     vec = [pooled(c)["shapes_run_measured"] * 100 for c in ("EW", "SOFTMAX", "LN")]
@@ -2275,8 +2283,55 @@ def test_04_sixth_gpu_on_shapes_the_h200_did_not_measure():
     """04 cell sixth-read: the variant's gains on the kernels whose shapes our H200 did not measure (04-sixth-gpu)."""
     t = table("04-sixth-gpu").set_index(["op_class", "device"])
     arrow = lambda r: f"{r['default_mape_unmeasured']:.1f}% -> {r['variant_mape_unmeasured']:.1f}%"   # noqa: E731
-    for c in ("BMM", "FC"):   # 'as much or more' than on every shape
-        r = t.loc[(c, H100)]
-        assert r["default_mape_unmeasured"] - r["variant_mape_unmeasured"] >= r["default_mape"] - r["variant_mape"]
-    says(NB04, f"H100 gains as much or more (batched matmul {arrow(t.loc[('BMM', H100)])}, FC "
-               f"{arrow(t.loc[('FC', H100)])}), as do the A100-80GB's element-wise\nkernels ({arrow(t.loc[('EW', A100_80)])})")
+    r = t.loc[("FC", H100)]   # 'as much or more' than on every shape
+    assert r["default_mape_unmeasured"] - r["variant_mape_unmeasured"] >= r["default_mape"] - r["variant_mape"]
+    says(NB04, f"H100's FC gains as much or more ({arrow(r)}), as do the A100-80GB's element-wise kernels "
+               f"({arrow(t.loc[('EW', A100_80)])})")
+
+
+def test_05_amendment9_end_to_end():
+    """05 cell a9-e2e-read: every label forecast with amendment 8's hybrid tiles and with amendment 9's (e2e_amendment9)."""
+    a9 = table("e2e_amendment9")
+    other = a9[a9["gpus"] == "other GPUs"]
+    own = a9[a9["gpus"] == "training GPUs"]
+    assert np.allclose(own["ms_before"], own["ms_after"])                              # "do not move"
+    faster = (other["ms_after"] < other["ms_before"]).groupby(other["kind"]).sum()
+    n = other.groupby("kind").size()
+    says(NB05, f"make the forecasts faster ({faster['inference']} of the {n['inference']} inference labels, "
+               f"{faster['training']} of the {n['training']} training labels, all {n['fused inference']} fused ones)")
+    assert faster["fused inference"] == n["fused inference"]
+    m = other.groupby("kind")[["ape_before", "ape_after"]].mean()
+    d = other.groupby(["kind", "device"])[["ape_before", "ape_after"]].mean()
+    assert (m["ape_after"] > m["ape_before"]).all()                                     # "rises in every mode"
+    f = lambda r: f"{r['ape_before']:.2f}% -> {r['ape_after']:.2f}%"                   # noqa: E731
+    says(NB05, f"inference {f(m.loc['inference'])} (H100), training {f(m.loc['training'])} (A100-80GB "
+               f"{f(d.loc[('training', A100_80)])}, H100\n{f(d.loc[('training', H100)])}) and fused inference "
+               f"{f(m.loc['fused inference'])}")
+    says(NB05, f"only {int((other['ape_after'] < other['ape_before']).sum())} of the {len(other)} labels come nearer")
+    al = a9.groupby("kind")[["ape_before", "ape_after"]].mean()
+    says(NB05, f"Over all labels the means go from {al.loc['inference', 'ape_before']:.2f}% to "
+               f"{al.loc['inference', 'ape_after']:.2f}% (inference), {al.loc['training', 'ape_before']:.2f}% to "
+               f"{al.loc['training', 'ape_after']:.2f}% (training) and {al.loc['fused inference', 'ape_before']:.2f}% to "
+               f"{al.loc['fused inference', 'ape_after']:.2f}%")
+
+
+def test_04_amendment9():
+    """04 cell a9-read: the ranged tile rule's criterion (04-amendment9-evidence) and the held-out kernels before and
+    after (04-amendment9)."""
+    from lib.selection import AMENDMENT9_TILES
+    ev = table("04-amendment9-evidence").pivot(index="op_class", columns="rule", values="score")
+    assert (ev["ranged"] < ev["hybrid"]).all() and set(AMENDMENT9_TILES.values()) == {"ranged"}
+    says(NB04, f"the ranged rule scores\n{ev.loc['BMM', 'ranged']:.2f} against the hybrid's {ev.loc['BMM', 'hybrid']:.2f} "
+               f"for BMM and {ev.loc['FC', 'ranged']:.2f} against {ev.loc['FC', 'hybrid']:.2f} for FC, so the rule adopts "
+               f"it for both, for FC by\n{ev.loc['FC', 'hybrid'] - ev.loc['FC', 'ranged']:.2f} points")
+    t = table("04-amendment9").set_index(["split", "op_class", "device"]).sort_index()
+    ood = table("perop").query("source == 'ours' and split == 'OOD' and op_class == 'BMM'").set_index("method")["mape_pct"]
+    h, a = t.loc[("OOD", "BMM", H100)], t.loc[("OOD", "BMM", A100_80)]
+    says(NB04, f"the OOD BMM MAPE goes from {ood['NeuSight (hybrid tiles, amendment 8)']:.2f}% to {ood[SPEC]:.2f}%: the "
+               f"H100's from\n{h['mape_hybrid']:.2f}% to {h['mape_ranged']:.2f}% and the A100-80GB's from "
+               f"{a['mape_hybrid']:.2f}% to {a['mape_ranged']:.2f}%, its {int(a['narrow'])} narrow batched matmuls")
+    assert t.loc[("OOD", "FC")]["narrow"].sum() == 0                                    # "No OOD FC kernel is narrow"
+    moved = t[t["mape_hybrid"] != t["mape_ranged"]]
+    assert set(moved.index.get_level_values("split")) == {"OOD"}                         # "no in-distribution number moves"
+    kept = (a["mape_hybrid"] * a["kernels"] + h["mape_ranged"] * h["kernels"]) / (a["kernels"] + h["kernels"])
+    says(NB04, f"the A100-80GB would have kept the classifier: {kept:.1f}% by this table's rows")

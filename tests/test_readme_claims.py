@@ -387,9 +387,9 @@ def test_amendment7():
         ["neusight_ape_before", "neusight_ape_after"]].mean() for kind, dev in
         (("training", None), ("training", a80), ("inference", h100), ("training", h100))}
     worse = {k for k, c in change.items() if c["neusight_ape_after"] > c["neusight_ape_before"]}
-    assert worse == {("training", a80), ("inference", h100)}
+    assert worse == {("training", None), ("training", a80), ("inference", h100)}
     say(f"A100-80GB training {ape('training', a80)} and H100 inference {ape('inference', h100)} got worse, H100 "
-        f"training improved, {ape('training', h100)}, and the training mean APE fell, {ape('training')}.")
+        f"training improved, {ape('training', h100)}, and the training mean APE rose, {ape('training')}.")
     # the training GPUs, per GPU and mode: all improved but P4 (inference)
     trained = pd.concat([runs[k][runs[k]["device"].isin(TRAIN_GPUS_NVIDIA)].assign(mode=k) for k in ("inference", "training")])
     means = trained.groupby(["device", "mode"])[["neusight_ape_before", "neusight_ape_after"]].mean()
@@ -403,24 +403,62 @@ def test_amendment7():
 
 def test_amendment8():
     """Amendment 8 (hybrid GEMM tiles): its evidence (04-amendment8-evidence), the OOD BMM MAPE before and after
-    (perop's autotuned and spec-only rows) and end to end (e2e_amendment8)."""
+    (perop's autotuned and hybrid rows; 04-amendment9 per GPU) and end to end (e2e_amendment8)."""
     from lib.selection import AMENDMENT8_TILES
     ev = table("04-amendment8-evidence").pivot(index="op_class", columns="rule", values="score")
     assert (ev["hybrid"] < ev["autotune"]).all() and set(AMENDMENT8_TILES.values()) == {"hybrid"}
-    say(f"BMM {ev.loc['BMM', 'autotune']:.2f} -> {ev.loc['BMM', 'hybrid']:.2f}, FC {ev.loc['FC', 'autotune']:.2f} ->\n"
-        f"    {ev.loc['FC', 'hybrid']:.2f}, so both classes adopted it")
+    say(f"BMM {ev.loc['BMM', 'autotune']:.2f} -> {ev.loc['BMM', 'hybrid']:.2f}, FC {ev.loc['FC', 'autotune']:.2f} -> "
+        f"{ev.loc['FC', 'hybrid']:.2f}, so both classes adopted it")
     p = table("perop").query("source == 'ours' and split == 'OOD' and op_class == 'BMM'").set_index("method")["mape_pct"]
-    before, after = p["NeuSight (autotuned tiles)"], p[SPEC]
+    before, after = p["NeuSight (autotuned tiles)"], p["NeuSight (hybrid tiles, amendment 8)"]
     assert after > before
-    say(f"the OOD BMM MAPE went from {before:.1f}% (the autotuned rows of `figures/tables/perop.csv`) to {after:.1f}%")
-    conc = table("04-error-concentration").query("split == 'test_ood' and op_class == 'BMM' and grouping == 'device'")
-    conc = conc.set_index("group")["mape_pct"]
-    say(f"now {conc['NVIDIA A100 80GB PCIe']:.1f}%\n    on the A100-80GB and {conc['NVIDIA H100 80GB HBM3']:.1f}% on the H100")
+    say(f"the OOD BMM MAPE went from {before:.1f}% (the autotuned rows of `figures/tables/perop.csv`) to {after:.1f}% "
+        f"(its hybrid rows)")
+    by_gpu = table("04-amendment9").query("split == 'OOD' and op_class == 'BMM'").set_index("device")["mape_hybrid"]
+    say(f"{by_gpu['NVIDIA A100 80GB PCIe']:.1f}% on the A100-80GB and {by_gpu['NVIDIA H100 80GB HBM3']:.1f}% on the H100 "
+        f"(`04-amendment9.csv`)")
     a8 = table("e2e_amendment8").groupby("kind")[["ape_before", "ape_after"]].mean()
     say(f"labels' mean APE from {a8.loc['training', 'ape_before']:.1f}% to {a8.loc['training', 'ape_after']:.1f}% and the "
         f"inference labels' from {a8.loc['inference', 'ape_before']:.1f}% to {a8.loc['inference', 'ape_after']:.1f}%")
-    d = table("07-distributed-summary").set_index("which").loc["all", "ours_mape"]
-    say(f"the distributed labels' mean APE is now {d:.1f}% (notebook 07)")
+
+
+def test_amendment9():
+    """Amendment 9 (ranged GEMM tiles): its evidence (04-amendment9-evidence), the OOD BMM MAPE before and after per
+    GPU (04-amendment9), end to end (e2e_amendment9) and the distributed labels (07-distributed-summary)."""
+    from lib.kernels import SPEC_TILES
+    from lib.selection import AMENDMENT9_TILES
+    ev = table("04-amendment9-evidence").pivot(index="op_class", columns="rule", values="score")
+    assert (ev["ranged"] < ev["hybrid"]).all() and set(AMENDMENT9_TILES.values()) == {SPEC_TILES} == {"ranged"}
+    say(f"BMM {ev.loc['BMM', 'hybrid']:.2f} -> {ev.loc['BMM', 'ranged']:.2f}, FC {ev.loc['FC', 'hybrid']:.2f} -> "
+        f"{ev.loc['FC', 'ranged']:.2f}, so both classes adopted it")
+    a9 = table("04-amendment9")
+    moved = a9[a9["mape_hybrid"] != a9["mape_ranged"]]
+    assert (moved["split"] == "OOD").all() and a9.query("split == 'in-distribution'")["within_range"].all()
+    bmm = a9.query("split == 'OOD' and op_class == 'BMM'").set_index("device")
+    p = table("perop").query("source == 'ours' and split == 'OOD' and op_class == 'BMM'").set_index("method")["mape_pct"]
+    paper = table("perop").query("source == 'paper' and split == 'OOD' and op_class == 'BMM'")["mape_pct"]
+    assert p[SPEC] < p["NeuSight (hybrid tiles, amendment 8)"] and p[SPEC] > paper.min()
+    h, a = bmm.loc["NVIDIA H100 80GB HBM3"], bmm.loc["NVIDIA A100 80GB PCIe"]
+    assert not h["within_range"] and not a["within_range"]
+    say(f"The OOD BMM MAPE fell from {p['NeuSight (hybrid tiles, amendment 8)']:.1f}% to {p[SPEC]:.1f}%, still above the "
+        f"paper's 13.8: the H100's from {h['mape_hybrid']:.1f}% to {h['mape_ranged']:.1f}%, while the A100-80GB, whose "
+        f"1,935 GB/s and 80 GB lie beyond the training GPUs', left the classifier too, {a['mape_hybrid']:.1f}% -> "
+        f"{a['mape_ranged']:.1f}%")
+    kept = (a["mape_hybrid"] * a["kernels"] + h["mape_ranged"] * h["kernels"]) / (a["kernels"] + h["kernels"])
+    say(f"(OOD BMM {kept:.1f}%)")
+    e2e = table("e2e_amendment9")
+    assert np.allclose(e2e.loc[e2e["gpus"] == "training GPUs", "ms_before"], e2e.loc[e2e["gpus"] == "training GPUs", "ms_after"])
+    m = e2e.groupby("kind")[["ape_before", "ape_after"]].mean()
+    d = e2e.groupby(["kind", "device"])[["ape_before", "ape_after"]].mean()
+    f = lambda r: f"{r['ape_before']:.1f}% -> {r['ape_after']:.1f}%"
+    g = lambda kind: f"from {m.loc[kind, 'ape_before']:.1f}% to {m.loc[kind, 'ape_after']:.1f}%"
+    assert (m["ape_after"] > m["ape_before"]).all()
+    say(f"the training labels' mean APE went {g('training')} (A100-80GB {f(d.loc[('training', 'NVIDIA A100 80GB PCIe')])}), "
+        f"the inference labels' {g('inference')} (H100 {f(d.loc[('inference', 'NVIDIA H100 80GB HBM3')])}) and the fused "
+        f"ones' {g('fused inference')}")
+    dist = table("07-distributed-summary").set_index("which").loc["all", "ours_mape"]
+    assert dist < 7.34                                             # the summary at fbb6a43, before the amendment
+    say(f"while the distributed labels' fell to {dist:.1f}% (notebook 07)")
 
 
 def test_memory_per_sm_ranges():
@@ -609,10 +647,9 @@ def test_e2e_labels_and_their_consistency():
     say(f"the measured kernels take {inf['kernel_over_pred']:.2f}x our forecast over its inference labels")
     say(f"from {inf['neusight_ape']:.1f}% to {inf['exact_ape_pct']:.1f}% (inference) and from {train['neusight_ape']:.1f}% "
         f"to {train['exact_ape_pct']:.1f}% (training)")
-    # "more than half of the inference excess over 5%": the matched kernels as measured remove that much of H100's
-    # inference excess, and less than half of its training excess
+    # the share of H100's inference excess over 5% that the matched kernels as measured remove
     share = (inf["neusight_ape"] - inf["exact_ape_pct"]) / (inf["neusight_ape"] - E2E_TARGET_PCT)
-    assert 0 < share < 1 and train["exact_ape_pct"] > train["neusight_ape"]          # "would raise the error"
+    assert 0 < share < 1 and train["exact_ape_pct"] < train["neusight_ape"]          # "would lower the error too"
     say(f"On the H100, {100 * share:.0f}% of the inference excess over {E2E_TARGET_PCT:g}% is our forecast of the models' "
         "large GEMMs")
 
@@ -648,12 +685,15 @@ def test_e2e_interval_wording():
     assert inf["neusight_ape"].mean() > E2E_TARGET_PCT and (inf["neusight_ape"] - inf["paper_neusight"]).mean() < 0
     assert train["neusight_ape"].mean() > E2E_TARGET_PCT
     trail = (train["neusight_ape"] - train["paper_neusight"]).mean() > 0                       # "we trail / lead the paper"
-    assert side(inf["neusight_ape"], E2E_TARGET_PCT) == "spans"
+    inf_side = side(inf["neusight_ape"], E2E_TARGET_PCT)
+    assert inf_side in ("above", "spans")
+    inf_miss = "clear of chance" if inf_side == "above" else "within chance"
     lead_side = side(inf["neusight_ape"] - inf["paper_neusight"], 0)
     assert lead_side in ("below", "spans")
-    say(f"For inference, the miss of the {E2E_TARGET_PCT:g}% target is within chance, and "
-        + ("our lead over the paper on the same labels is clear." if lead_side == "below" else
-           "so is our lead over the paper on the same labels."))
+    say(f"For inference, the miss of the {E2E_TARGET_PCT:g}% target is {inf_miss}, "
+        + ("and our lead over the paper on the same labels is clear." if lead_side == "below" else
+           "and our lead over the paper on the same labels is within chance." if inf_side == "above" else
+           "and so is our lead over the paper on the same labels."))
     assert side(train["neusight_ape"], E2E_TARGET_PCT) == "above"
     assert side(train["neusight_ape"] - train["paper_neusight"], 0) == "spans"
     say(f"For training, the miss is clear of chance too; that we {'trail' if trail else 'lead'} the paper on the same "
@@ -670,7 +710,8 @@ def test_e2e_interval_wording():
         f"miss of the {E2E_TARGET_PCT:g}% target stays clear ({miss[0]:.1f} to {miss[1]:.1f}%), and so does the fused "
         f"lead ({fused_lead[0]:.1f} to {fused_lead[1]:.1f} points)")
     # the shortfall list: training's miss clear of chance, inference's not; training's mean above the paper's
-    say("(for training the miss is clear of chance, for inference it is within chance;")
+    say("(for training the miss is clear of chance, for inference it is " + ("too;" if inf_side == "above" else
+                                                                              "within chance;"))
     paper_labels = train.dropna(subset=["paper_neusight"])
     above = paper_labels["neusight_ape"].mean() > paper_labels["paper_neusight"].mean()
     say(f"For training our mean is {'above the paper' + chr(39) + 's too' if above else 'below the paper' + chr(39) + 's'} "
@@ -834,8 +875,10 @@ def test_fusion_rules():
     say(f"Fused mean APE {rules['chains_only_ape'].mean():.1f}% -> {rules['folded_ape'].mean():.1f}% "
         f"(A100-PCIE-40GB {a100['chains_only_ape']:.1f} -> {a100['folded_ape']:.1f}, "
         f"H100 {h100['chains_only_ape']:.1f} -> {h100['folded_ape']:.1f};")
-    assert a100["folded_ape"] < a100["chains_only_ape"] and h100["folded_ape"] < h100["chains_only_ape"]
-    say("the fold helps both GPUs' labels.")
+    helps = {name: g["folded_ape"] < g["chains_only_ape"] for name, g in (("A100-PCIE-40GB", a100), ("H100", h100))}
+    assert rules["folded_ape"].mean() < rules["chains_only_ape"].mean() and any(helps.values())
+    say("the fold helps both GPUs' labels." if all(helps.values()) else
+        "the fold helps the {}'s labels and costs the {}'s.".format(*sorted(helps, key=lambda n: not helps[n])))
     unfused = table("e2e_inference").set_index(["gpu", "model", "batch", "seq"])["neusight_ms"]
     b = rules[rules["model"] == "bert_large"]
     moved = 100 * (1 - b["chains_only_ms"].to_numpy() / unfused.loc[list(zip(b.gpu, b.model, b.batch, b.seq))].to_numpy())
@@ -928,8 +971,9 @@ def test_seed_spread():
     r = seed_ranges()
     bmm, soft = r[("OOD", "BMM")], r[("OOD", "SOFTMAX")]
     ci = table("perop_ci").query("split == 'OOD' and method == @SPEC").set_index("op_class")["vs_paper"]
-    assert ci["SOFTMAX"] == "above" and ci["BMM"] == "above"
-    say("(table above; both 95% intervals lie above the paper's numbers)")
+    assert ci["SOFTMAX"] == "above" and ci["BMM"] in ("above", "spans")
+    say("(table above; both 95% intervals lie above the paper's numbers)" if ci["BMM"] == "above" else
+        "(table above; softmax's 95% interval lies above the paper's number, batched matmul's reaches below it)")
     assert bmm["vs_paper"] == "above" and soft["vs_paper"] == "above"
     say(f"trained from {WORDS[bmm['seeds']]} seeds, batched matmul lands at {bmm['range']}%, above the paper's "
         f"{bmm['paper']} every time, and softmax at {soft['range']}%, above the paper's {soft['paper']} every time too")
@@ -954,8 +998,10 @@ def test_e2e_seed_spread():
         return f"inside the {mode} range"
     say(f"over {WORDS[inf['seeds']]} seeds the mean APE is {inf['range']}% for inference and {train['range']}% for "
         f"training, the committed seed {where(inf, 'inference')} and {where(train, 'training')}")
-    assert train["max_pct"] < train["paper_pct"]                                         # "every seed's ... below"
-    say(f"and every seed's training mean lies below the paper's {train['paper_pct']:.1f}%")
+    others = [train[f"seed{i}_pct"] for i in range(1, train["seeds"])]
+    assert max(others) < train["paper_pct"]                                              # "every other seed's ... below"
+    say(f"and every seed's training mean lies below the paper's {train['paper_pct']:.1f}%" if train["first"] < train["paper_pct"]
+        else f"and every other seed's training mean lies below the paper's {train['paper_pct']:.1f}%")
     h100, p100 = r[("inference", "NVIDIA H100 80GB HBM3")], r[("inference", "Tesla P100-PCIE-16GB")]
     assert h100["mean_forecast_pct"] > h100["paper_pct"] and p100["mean_forecast_pct"] > p100["paper_pct"]
     say(f"Averaging\neach label's forecast over the {WORDS[inf['seeds']]} seeds gives {inf['mean_forecast_pct']:.1f}% and "
@@ -1071,7 +1117,7 @@ def test_size_steps():
     say(f"forecast more than 1% faster than at some smaller M at {linear.loc[t4, 'falls']} of the 992 steps on T4 (a "
         f"training GPU), {linear.loc[l4, 'falls']} on L4 and {linear.loc[h200, 'falls']} on H200, by up to "
         f"{linear['worst_ratio'].max():.2f} times")
-    assert linear.loc[l4, "falls"] == linear.loc[l4, "steps"]                       # "On L4 every step falls"
+    assert linear.loc[l4, "falls"] < 992 and linear.loc[l4, "worst_ratio"] < 5.61       # amendment 8's sweep, fbb6a43
     say(f"a longer sequence is forecast faster than a shorter one by up to {bert.loc[l4, 'worst_ratio']:.2f} times on L4 "
         f"({bert.loc[h200, 'worst_ratio']:.2f} on H200, {bert.loc[t4, 'worst_ratio']:.2f} on T4)")
 
@@ -1109,11 +1155,11 @@ def test_doubling_on_the_grid():
     assert (flat["narrow_pairs"] * flat["wide_share"].fillna(0)).sum() > bmm.flat_pairs / 2
     narrow = table("e2e_matched_narrow_bmm")
     narrow = narrow[narrow["nodes"].str.startswith("BMM, at most")].set_index("device")["kernel_over_pred"]
-    biased = narrow[["NVIDIA A100 80GB PCIe", "NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB"]]
-    h100 = narrow[["NVIDIA H100 80GB HBM3"]]
-    assert h100.max() < 1                                                              # "slower than what the H100 runs"
-    say(f"the kernel dataset times\n  it at {biased.min():.2f}-{biased.max():.2f} times our forecast, on the H100 at "
-        f"{h100.min():.2f}-{h100.max():.2f}")
+    kept = narrow[["NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB"]]
+    a80, h100 = narrow["NVIDIA A100 80GB PCIe"], narrow[["NVIDIA H100 80GB HBM3"]]
+    assert a80 > 1.5 and h100.max() > 1 > 0.74                        # amendment 9: the autotuner's tile on both
+    say(f"the kernel dataset times it at {kept.min():.2f}-{kept.max():.2f} times our forecast; on the A100-80GB, which "
+        f"amendment 9 gives the autotuner's tile, at {a80:.2f}, and on the H100 at {h100.min():.2f}-{h100.max():.2f}")
 
 
 def test_size_guard_trial():
@@ -1283,10 +1329,9 @@ def test_distributed_as_the_readme_says():
     say(f"one training step is forecast with a mean error of {a['ours_mape']:.1f}% over the dataset's "
         f"{a['labels']:.0f} distributed labels, below the paper's {a['paper_mape']:.1f}% on the same labels (notebook 07)")
     below = s[(s["group"] != "all") & (s["ours_mape"] < s["paper_mape"])].index
-    assert set(below) == {"tp", "pp", "NVIDIA H100 80GB HBM3"}
+    assert set(below) == {"dp", "tp", "pp", "NVIDIA H100 80GB HBM3"}
     say(f"Over the {a['labels']:.0f} labels the mean APE is {a['ours_mape']:.1f}% (paper: {a['paper_mape']:.1f}% on the "
-        "same labels), below the paper for tensor and pipeline parallel and on the H100, above it for data parallel "
-        "and on the A100-SXM4-40GB")
+        "same labels), below the paper for every layout and on the H100, above it on the A100-SXM4-40GB")
     c = table("07-distributed-communication").merge(table("07-distributed")[["device", "model", "batch", "label", "layout"]])
     say(f"Without the communication it would be {c['compute_only_ape'].mean():.1f}%, and "
         f"{c[c['layout'] == 'tp']['compute_only_ape'].mean():.1f}% for tensor parallel")
@@ -1383,7 +1428,11 @@ def test_sixth_gpu_variant():
     k = table("04-sixth-gpu").set_index(["op_class", "device"])
     h100, pooled = "NVIDIA H100 80GB HBM3", "all GPUs"
     arrow = lambda r, f=".1f": f"{r['default_mape']:{f}}% -> {r['variant_mape']:{f}}%"   # noqa: E731
-    say(f"(batched matmul {arrow(k.loc[('BMM', h100)])}, FC {arrow(k.loc[('FC', h100)])}), so batched matmul's OOD "
+    a80 = "NVIDIA A100 80GB PCIe"
+    assert k.loc[("BMM", h100), "variant_mape"] > k.loc[("BMM", h100), "default_mape"]          # "costs its batched matmuls"
+    assert k.loc[("FC", h100), "variant_mape"] < k.loc[("FC", h100), "default_mape"]            # "helps ... linear layers"
+    say(f"(batched matmul {arrow(k.loc[('BMM', h100)])}, FC {arrow(k.loc[('FC', h100)])})")
+    say(f"which helps the A100-80GB ({arrow(k.loc[('BMM', a80)])}) and not the H100. So batched matmul's OOD "
         f"MAPE goes from {k.loc[('BMM', pooled), 'default_mape']:.1f}% to {k.loc[('BMM', pooled), 'variant_mape']:.1f}%")
     say(f"softmax and layernorm get worse ({arrow(k.loc[('SOFTMAX', pooled)])}, {arrow(k.loc[('LN', pooled)])})")
     assert (k.loc[[("SOFTMAX", pooled), ("LN", pooled)], "variant_mape"]
@@ -1391,7 +1440,7 @@ def test_sixth_gpu_variant():
     vec = [k.loc[(c, pooled), "shapes_run_measured"] * 100 for c in ("EW", "SOFTMAX", "LN")]
     un = lambda r: f"{r['default_mape_unmeasured']:.1f}% -> {r['variant_mape_unmeasured']:.1f}%"   # noqa: E731
     say(f"({k.loc[('BMM', pooled), 'shapes_run_measured'] * 100:.0f}% of the held-out batched-matmul shapes, "
-        f"{min(vec):.0f}-{max(vec):.0f}% of the vector classes'), though on the shapes it did not measure the H100 gains "
+        f"{min(vec):.0f}-{max(vec):.0f}% of the vector classes'), though on the shapes it did not measure the H100 moves "
         f"as much (batched matmul {un(k.loc[('BMM', h100)])}, FC {un(k.loc[('FC', h100)])})")
     t = table("e2e_sixth_gpu")
     g = t[t.device == h100].groupby("kind")[["ape_before", "ape_after"]].mean()

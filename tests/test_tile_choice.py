@@ -8,8 +8,9 @@ from lib.devices import device_by_name
 from lib.features import add_features
 from lib.kernels import predict_kernels
 from lib.predictors import predict_featured
-from lib.tile_choice import (CANDIDATES, NARROW_SIDE, autotune_tiles, classify_tiles, fit_tile_classifier,
-                             narrow_gemms, oracle_tile_labels, tile_forest)
+from lib.tile_choice import (CANDIDATES, NARROW_SIDE, SPEC_COLS, autotune_tiles, classifier_gpus, classify_tiles,
+                             fit_tile_classifier, narrow_gemms, oracle_tile_labels, spec_range, tile_forest,
+                             within_range)
 
 
 def test_autotune_picks_each_rows_own_best_tile():
@@ -23,8 +24,8 @@ def test_autotune_picks_each_rows_own_best_tile():
 
 
 def test_spec_tiles_are_the_autotuner_for_wide_gemms_and_the_classifier_for_narrow_ones():
-    # tiles='spec' (amendment 8: 'hybrid') with the deployed models: a GEMM whose smaller output side min(M, K) is 128
-    # or more is forecast at the least of its forecasts with each candidate tile given (T4, a training GPU: no spec
+    # tiles='spec' (amendment 9: 'ranged', on a training GPU amendment 8's 'hybrid') with the deployed models: a GEMM
+    # whose smaller output side min(M, K) is 128 or more is forecast at the least of its forecasts with each candidate tile given (T4, a training GPU: no spec
     # envelope); one below 128 (the third and fourth rows: K = 64, M = 96) at the tile the classifier picks
     t4 = device_by_name("Tesla T4")
     df = pd.DataFrame({"op": ["bmm", "linear", "bmm", "bmm"], "B": [8, 1, 16, 64], "M": [512, 2048, 1024, 96],
@@ -36,10 +37,43 @@ def test_spec_tiles_are_the_autotuner_for_wide_gemms_and_the_classifier_for_narr
                          for m, n in CANDIDATES], axis=1)
     np.testing.assert_allclose(spec[:2], per_tile[:2].min(axis=1), rtol=1e-6)
     np.testing.assert_allclose(spec, predict_kernels(df, t4, tiles="hybrid"), rtol=1e-6)
+    np.testing.assert_allclose(spec, predict_kernels(df, t4, tiles="ranged"), rtol=1e-6)
     classified = predict_kernels(df, t4, tiles="classifier")
     np.testing.assert_allclose(spec[2:], classified[2:], rtol=1e-6)
     assert not np.allclose(spec[:2], classified[:2], rtol=1e-6)
     assert not np.allclose(spec[2:], per_tile[2:].min(axis=1), rtol=1e-6)   # the narrow rows' fastest tile is not it
+
+
+def test_spec_tiles_beyond_the_classifiers_range_are_the_autotuners():
+    # amendment 9: on the H100 (132 SMs, 67 TFLOP/s: beyond every training GPU) the narrow rows too take the
+    # autotuner's tile, which amendment 8's hybrid gives the classifier's
+    h100 = device_by_name("NVIDIA H100 80GB HBM3")
+    df = pd.DataFrame({"op": ["bmm", "bmm", "linear"], "B": [8, 16, 1], "M": [512, 1024, 32], "N": [64, 1024, 4096],
+                       "K": [512, 64, 1024]})
+    assert narrow_gemms(df).tolist() == [False, True, True]
+    spec = predict_kernels(df, h100)
+    np.testing.assert_allclose(spec, predict_kernels(df, h100, tiles="autotune"), rtol=1e-6)
+    np.testing.assert_allclose(spec[:1], predict_kernels(df, h100, tiles="hybrid")[:1], rtol=1e-6)
+    assert not np.allclose(spec[1:], predict_kernels(df, h100, tiles="hybrid")[1:], rtol=1e-6)
+
+
+def test_within_range_of_the_training_gpus_spec():
+    train = ["Tesla P4", "Tesla P100-PCIE-16GB", "Tesla T4", "Tesla V100-PCIE-32GB", "NVIDIA A100-PCIE-40GB"]
+    lo, hi = spec_range(train)
+    # by hand from data/devices: SMs 40-108, peak 5,699-19,492 GFLOP/s, 192-1,555 GB/s, L2 2-40 MB, 8-40 GB
+    np.testing.assert_array_equal(lo, [40, 5699, 192, 2, 8])
+    np.testing.assert_array_equal(hi, [108, 19492, 1555, 40, 40])
+    assert SPEC_COLS == ("num_sm", "peak_gflops", "mem_bw_gbps", "l2_mb", "mem_gb")
+    rows = lambda names: pd.DataFrame([device_by_name(g).spec_columns() for g in names])
+    assert within_range(rows(train)).all()                                  # ends included
+    beyond = ["NVIDIA H100 80GB HBM3", "NVIDIA A100 80GB PCIe", "NVIDIA H200", "NVIDIA L4"]
+    assert not within_range(rows(beyond)).any()                             # A100-80GB: 1,935 GB/s, 80 GB
+    # a LOGO fold's range is its four GPUs': the P4 (5.7 TFLOP/s) and the A100 lie outside, the others inside
+    fold = [within_range(rows([g]), [o for o in train if o != g])[0] for g in train]
+    assert fold == [False, True, True, True, False]
+    # one field beyond the range is enough: the T4 with twice the V100's bandwidth
+    assert not within_range(rows(["Tesla T4"]).assign(mem_bw_gbps=1800.0))[0]
+    assert classifier_gpus(None) is None and classifier_gpus({"BMM": object()}) is None
 
 
 def test_narrow_gemms_by_the_smaller_output_side():
