@@ -90,33 +90,44 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int
     predict = lambda feat: predict_featured(feat, cfg_by_class, seed)
     if tiles == "oracle":
         return predict(add_features(df, tiles="oracle"))
-    forest = tile_forest(cfg_by_class)     # GEMM predictors with their own classifier (lib.amd): 'spec' is it
+    gemm = df["op"].isin(GEMM_OPS).to_numpy()
+    models = _gemm_models(cfg_by_class) if gemm.any() else cfg_by_class   # the tile fields their models carry
+    forest = tile_forest(models)     # GEMM predictors with their own classifier (lib.amd): 'spec' is it
     # GEMM predictors with their own tiles but no classifier (lib.amd's before amendment A2) keep the autotuner:
     # amendment 8's hybrid was scored on NVIDIA's training GPUs, and its classifier knows NVIDIA's tiles only. A
-    # classifier over NVIDIA's tiles (lib.measured_training's, fitted with one more GPU) serves the hybrid instead.
+    # classifier over NVIDIA's tiles (lib.measured_training's, fitted with one more GPU; a held-out GPU's model's,
+    # fitted with one fewer, lib.predictors.held_out_tiles) serves the hybrid instead.
     if tiles == "spec":
-        named = named_tiles(cfg_by_class)
+        named = named_tiles(models)
         tiles = "classifier" if forest is not None and named else "autotune" if named else SPEC_TILES
-    gemm = df["op"].isin(GEMM_OPS).to_numpy()
     out = np.full(len(df), np.nan)
     g = df[gemm]
     # hybrid: the classifier for narrow GEMMs, the autotuner for the others; ranged: the hybrid within the
     # classifier's spec range, the autotuner beyond it
     classified = np.ones(len(g), bool) if tiles == "classifier" else \
         narrow_gemms(g) if tiles == "hybrid" else \
-        narrow_gemms(g) & within_range(g, classifier_gpus(cfg_by_class)) if tiles == "ranged" else np.zeros(len(g), bool)
+        narrow_gemms(g) & within_range(g, classifier_gpus(models)) if tiles == "ranged" else np.zeros(len(g), bool)
     gemm_out = np.full(len(g), np.nan)
     if (~classified).any():
-        gemm_out[~classified] = autotune_tiles(g[~classified], predict, tile_candidates(cfg_by_class))[2]
+        gemm_out[~classified] = autotune_tiles(g[~classified], predict, tile_candidates(models))[2]
     if classified.any():
         c = g[classified]
         tile_m, tile_n = classify_tiles(c) if forest is None else \
-            classify_tiles(c, forest, tile_candidates(cfg_by_class))
+            classify_tiles(c, forest, tile_candidates(models))
         gemm_out[classified] = predict(add_features(c.assign(tile_m=tile_m, tile_n=tile_n), tiles="given"))
     out[gemm] = gemm_out
     if (~gemm).any():
         out[~gemm] = predict(add_features(df[~gemm].assign(tile_m=np.nan, tile_n=np.nan), tiles="given"))
     return out
+
+
+def _gemm_models(cfg_by_class: dict | None) -> dict | None:
+    """cfg_by_class with its GEMM classes' configs replaced by their models (lib.predictors.get_predictor, loaded once
+    per process), whose tile fields choose the spec-only tiles: lib.tile_choice reads them off models only (notebook 04)."""
+    if not cfg_by_class:
+        return cfg_by_class
+    from .predictors import get_predictor
+    return {**cfg_by_class, **{c: get_predictor(c, cfg_by_class[c]) for c in ("BMM", "FC") if cfg_by_class.get(c)}}
 
 
 def _oracle_rows(df: pd.DataFrame, vendor: str) -> pd.DataFrame:

@@ -282,7 +282,15 @@ def train_predictor(op_class: str, cfg=None, force: bool = False) -> NeuSightPre
     state, info, parsed, names, n_devices = _saved_model(op_class, cfg, force)
     _, _, _, validation, _, _, hold_mem, held_out = parsed
     return from_state(op_class, state, info, parsed, n_devices,
-                      mem_per_sm_gb=learned_mem_per_sm_gb(validation, held_out) if hold_mem else None)
+                      mem_per_sm_gb=learned_mem_per_sm_gb(validation, held_out) if hold_mem else None,
+                      **(held_out_tiles(held_out) if held_out and op_class in ("BMM", "FC") else {}))
+
+
+def held_out_tiles(gpu: str) -> dict:
+    """The tile fields of a GEMM model trained without `gpu`'s rows: a classifier fitted without them, trusted within
+    the other training GPUs' spec range (lib.tile_choice.held_out_classifier; notebook 04)."""
+    from .tile_choice import held_out_classifier
+    return {"tile_forest": held_out_classifier(gpu), "tile_gpus": tuple(g for g in TRAIN_GPUS_NVIDIA if g != gpu)}
 
 
 def ensemble_members(cfg: dict) -> list[dict]:

@@ -158,6 +158,21 @@ def tile_classifier(seed: int = 0, max_rows: int | None = None):
     return _FOREST[key]
 
 
+# A model trained as if one training GPU were never trained on (lib.selection.held_out_configs) must not choose that
+# GPU's tiles with a classifier that learned them from its own kernel names: its classifier leaves that GPU's rows
+# out too, and amendment 9 trusts it within the other four GPUs' spec range only
+def held_out_classifier(gpu: str, seed: int = 0):
+    """fit_tile_classifier on the training GPUs' GEMM rows but `gpu`'s (cached per process and under build/cache as
+    tile_classifier is): the classifier of the models trained without `gpu` (notebooks 04 and 05)."""
+    key = (seed, "without", gpu)
+    if key not in _FOREST:
+        def rows():
+            df = _training_gemms(seed, None)
+            return df[df["device"] != gpu]
+        _FOREST[key] = saved_forest(forest_path(seed, None, "without", gpu), rows, seed)
+    return _FOREST[key]
+
+
 def classify_tiles(df: pd.DataFrame, forest=None, candidates: np.ndarray = CANDIDATES) -> tuple[np.ndarray, np.ndarray]:
     """(tile_m, tile_n) per GEMM row, predicted by `forest` (default: tile_classifier()) fitted over candidates."""
     idx = (tile_classifier() if forest is None else forest).predict(classifier_inputs(df))

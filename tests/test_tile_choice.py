@@ -200,3 +200,30 @@ def test_tile_forest_is_the_gemm_predictors_own():
         tile_forest = "the forest"
     assert tile_forest(None) is None and tile_forest({"BMM": {"layers": 1}}) is None
     assert tile_forest({"LN": Carrying()}) is None and tile_forest({"FC": Carrying()}) == "the forest"
+
+
+def test_a_held_out_gpus_models_choose_tiles_without_its_kernel_names():
+    # a model trained as if a GPU were never trained on (lib.selection.held_out_configs) carries a classifier fitted
+    # without that GPU's rows, trusted within the other four GPUs' spec range (amendment 9): the P4, below the others'
+    # peak, L2, bandwidth and memory, takes the autotuner's tiles; the T4 the classifier's that never saw its tiles
+    from lib.devices import TRAIN_GPUS_NVIDIA
+    from lib.predictors import get_predictor
+    from lib.selection import held_out_configs
+    from lib.tile_choice import held_out_classifier, tile_classifier
+    df = pd.DataFrame({"op": ["bmm", "bmm", "linear"], "B": [16, 64, 1], "M": [512, 96, 32], "N": [64, 64, 4096],
+                       "K": [64, 128, 1024]})
+    assert narrow_gemms(df).all()
+    for gpu in ("Tesla P4", "Tesla T4"):
+        cfg = held_out_configs(gpu)
+        model = get_predictor("BMM", cfg["BMM"])
+        assert model.tile_gpus == tuple(g for g in TRAIN_GPUS_NVIDIA if g != gpu)
+        assert model.tile_forest is held_out_classifier(gpu) and model.tile_forest is not tile_classifier()
+        assert get_predictor("EW", cfg["EW"]).tile_forest is None
+    p4, t4 = device_by_name("Tesla P4"), device_by_name("Tesla T4")
+    p4_cfg, t4_cfg = held_out_configs("Tesla P4"), held_out_configs("Tesla T4")
+    np.testing.assert_array_equal(predict_kernels(df, p4, cfg_by_class=p4_cfg),
+                                  predict_kernels(df, p4, tiles="autotune", cfg_by_class=p4_cfg))
+    feat = df.assign(H=np.nan, **t4.spec_columns())
+    m, n = classify_tiles(feat, held_out_classifier("Tesla T4"))
+    by_hand = predict_featured(add_features(feat.assign(tile_m=m, tile_n=n), tiles="given"), t4_cfg)
+    np.testing.assert_allclose(predict_kernels(df, t4, cfg_by_class=t4_cfg), by_hand, rtol=1e-6)
