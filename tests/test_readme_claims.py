@@ -1157,7 +1157,7 @@ def test_doubling_on_the_grid():
     narrow = narrow[narrow["nodes"].str.startswith("BMM, at most")].set_index("device")["kernel_over_pred"]
     kept = narrow[["NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB"]]
     a80, h100 = narrow["NVIDIA A100 80GB PCIe"], narrow[["NVIDIA H100 80GB HBM3"]]
-    assert a80 > 1.5 and h100.max() > 1 > 0.74                        # amendment 9: the autotuner's tile on both
+    assert a80 > 1.5 and h100.max() > 1                               # amendment 9: the autotuner's tile on both
     say(f"the kernel dataset times it at {kept.min():.2f}-{kept.max():.2f} times our forecast; on the A100-80GB, which "
         f"amendment 9 gives the autotuner's tile, at {a80:.2f}, and on the H100 at {h100.min():.2f}-{h100.max():.2f}")
 
