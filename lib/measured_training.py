@@ -7,7 +7,8 @@ GPU at hand asks: does measuring it help forecast its siblings? The variant retr
 of one measured run timed the dataset's way (GEMM rows with the tile their kernel name gives, as the dataset's), and
 changes nothing else but what the new GPU's spec widens:
   - amendment 5's memory hold takes the six GPUs' range of memory per SM (the H200's lies beyond the five's);
-  - the tile classifier of amendment 8's narrow GEMMs is fitted on the six GPUs' GEMM rows;
+  - the tile classifier of amendment 8's narrow GEMMs is fitted on the six GPUs' GEMM rows, and amendment 9 trusts it
+    within the six GPUs' spec range;
   - amendment 6's envelope caps FC and EW by the five training GPUs a GPU dominates, forecast by the variant's own
     models (the default caps with its known-GPU models).
 The H100's and A100-80GB's own measurements are never read: they score the variant, as they score the default.

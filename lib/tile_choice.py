@@ -34,18 +34,21 @@ FOREST_TREES = 30
 FOREST_MIN_LEAF = 5
 
 
+def _gemm_fields(cfg_by_class: dict | None, field: str) -> list:
+    """A NeuSightPredictor field of the BMM and FC entries of cfg_by_class (None for a config or a missing class)."""
+    return [getattr((cfg_by_class or {}).get(c), field, None) for c in ("BMM", "FC")]
+
+
 def tile_forest(cfg_by_class: dict | None):
     """The classifier the GEMM predictors of cfg_by_class carry (lib.amd: fitted over their own tile_candidates), which
     then chooses their spec-only tiles in place of autotune; None where they carry none (notebook 06)."""
-    forests = [getattr((cfg_by_class or {}).get(c), "tile_forest", None) for c in ("BMM", "FC")]
-    return next((f for f in forests if f is not None), None)
+    return next((f for f in _gemm_fields(cfg_by_class, "tile_forest") if f is not None), None)
 
 
 def named_tiles(cfg_by_class: dict | None) -> set:
     """The (tile_m, tile_n) the GEMM predictors of cfg_by_class name as their own (lib.amd: the tiles of the AMD
     training GPUs); empty where none do (notebook 06)."""
-    named = [getattr((cfg_by_class or {}).get(c), "tile_candidates", None) for c in ("BMM", "FC")]
-    return set().union(*[set(t) for t in named if t])
+    return set().union(*[set(t) for t in _gemm_fields(cfg_by_class, "tile_candidates") if t])
 
 
 def tile_candidates(cfg_by_class: dict | None) -> np.ndarray:
@@ -215,5 +218,4 @@ def within_range(df: pd.DataFrame, gpus=None) -> np.ndarray:
 def classifier_gpus(cfg_by_class: dict | None) -> tuple | None:
     """The GPUs the classifier of cfg_by_class's GEMM predictors was fitted on (lib.measured_training's: six); None
     where they name none, the NVIDIA training GPUs (notebook 04)."""
-    named = [getattr((cfg_by_class or {}).get(c), "tile_gpus", None) for c in ("BMM", "FC")]
-    return next((g for g in named if g is not None), None)
+    return next((g for g in _gemm_fields(cfg_by_class, "tile_gpus") if g is not None), None)
