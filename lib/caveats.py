@@ -1,6 +1,7 @@
 """What a forecast cannot vouch for: a spec outside the training GPUs' range, a device file that is not one NVIDIA GPU,
-a spec field that looks like other units or a training GPU's name with another spec, a model too large for the GPU's
-memory, a model config naming another class than the one built. The CLIs print these on stderr (notebook 05)."""
+a spec field that looks like other units or a training GPU's name with another spec, a model or a kernel too large for
+the GPU's memory, a model config naming another class than the one built. The CLIs print these on stderr
+(notebook 05)."""
 from __future__ import annotations
 
 import re
@@ -57,6 +58,30 @@ def memory_note(parameters: int, mode: str, device) -> str | None:
     what = "weights and gradients" if mode == "training" else "weights"
     return (f"the model's fp32 {what} alone ({parameters / 1e9:.2f} B parameters) need {need_gb:.1f} GB, more than "
             f"{device.name}'s {device.mem_gb:g} GB: this run could not happen as forecast")
+
+
+# One kernel's tensors (its inputs and output, lib.roofline's bytes: what the roofline reads and writes, or a 'mem'
+# row's own bytes) must all be in the GPU's memory while it runs:
+#     kernel_gb = bytes * (bytes_per_element / 4) / 1e9        (lib.roofline counts fp32, 4 bytes per element)
+def kernel_memory_note(kernels, device, bytes_per_element: int = 4) -> str | None:
+    """One line when some kernels' tensors alone exceed a device's memory, naming the first such row, else None
+    (lib.kernels)."""
+    import numpy as np
+    from .kernel_input import MEM_OP
+    from .roofline import flops_and_bytes
+    mem = (kernels["op"] == MEM_OP).to_numpy()
+    nbytes = np.zeros(len(kernels))
+    if mem.any():
+        nbytes[mem] = kernels.loc[mem, "bytes"].to_numpy(float)
+    if (~mem).any():
+        nbytes[~mem] = flops_and_bytes(kernels[~mem])[1] * bytes_per_element / 4
+    need_gb = nbytes / 1e9
+    over = np.flatnonzero(need_gb > device.mem_gb)
+    if not len(over):
+        return None
+    first = over[0]
+    return (f"{len(over)} of {len(kernels)} rows (the first: row {first}, {need_gb[first]:.3g} GB) have tensors that "
+            f"alone need more than {device.name}'s {device.mem_gb:g} GB of memory: such kernels could not run on it as given")
 
 
 def head_note(model_config, mode: str) -> str | None:

@@ -22,7 +22,8 @@ GPUs; the trained weights are loaded from figures/predictors/ or cached under bu
 lib.amd's models, trained on the AMD MI100 and MI210, vendor_models). The result goes to the file
 (`--output -`: to standard output); progress to stderr; bad input exits non-zero with one line (lib.kernel_input
 reads and checks it). A GPU whose machine balance lies outside the training GPUs' gets a one-line warning on stderr
-(lib.caveats.extrapolation_note), and so does a spec field that looks like other units (lib.caveats.spec_notes).
+(lib.caveats.extrapolation_note), and so does a spec field that looks like other units (lib.caveats.spec_notes), and
+kernels whose tensors alone exceed the GPU's memory (lib.caveats.kernel_memory_note).
 Kernels of kind 'mem' (copies, views, anything without a predictor) are memory-bound:
     latency_ms = bytes / (mem_bw_gbps * 1e9) * 1e3
 """
@@ -35,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths
-from .caveats import extrapolation_note, spec_notes
+from .caveats import extrapolation_note, kernel_memory_note, spec_notes
 from .cli import Parser, file_path
 from .data import OP_CLASS, DataError
 from .devices import Device, DeviceError, device_by_name, load_device
@@ -341,7 +342,8 @@ def main(argv=None) -> int:
         print(f"error: --output {args.output}: cannot write ({e.strerror or e})", file=sys.stderr)
         return 2
     fp16_notes = (fp16_note(device), unaligned_note(kernels)) if args.dtype == "fp16" else ()
-    for note in (extrapolation_note(spec), *spec_notes(spec), *fp16_notes):
+    memory = kernel_memory_note(kernels, spec, 2 if args.dtype == "fp16" else 4)
+    for note in (extrapolation_note(spec), *spec_notes(spec), *fp16_notes, memory):
         if note:
             print(f"warning: {note}", file=sys.stderr)
     print(f"wrote {len(table)} prediction{'' if len(table) == 1 else 's'} to "

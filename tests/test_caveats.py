@@ -33,6 +33,25 @@ def test_memory_note_hand_case():
     assert "fp32 weights alone (7.00 B parameters) need 28.0 GB" in C.memory_note(7 * 10**9, "inference", dev)
 
 
+def test_kernel_memory_note_hand_case():
+    import pandas as pd
+
+    from lib.devices import device_by_name
+    h200 = device_by_name("NVIDIA H200")   # 141 GB
+    rows = pd.DataFrame({"op": ["bmm", "bmm", "softmax", "softmax", "mem"],
+                         "B": [1, 1, 1e6, 2e6, None], "M": [64, 2e5, None, None, None], "N": [64, 1, None, None, None],
+                         "K": [64, 2e5, None, None, None], "H": [None, None, 1e4, 1e4, None],
+                         "bytes": [None, None, None, None, 1.5e11]})
+    # bmm 2e5 x 1 x 2e5: 4 * (2e5 + 2e5 + 4e10) B = 160.0016 GB; softmax 1e6 x 1e4: read + write 4 B each = 80 GB
+    # (fits), 2e6 x 1e4: 160 GB; mem: its own 150 GB
+    note = C.kernel_memory_note(rows, h200)
+    assert note.startswith("3 of 5 rows (the first: row 1, 160 GB) have tensors that alone need more than "
+                           "NVIDIA H200's 141 GB of memory"), note
+    # in fp16 the GEMM's tensors take half: 80.0008 GB fits
+    assert C.kernel_memory_note(rows.iloc[:2], h200, bytes_per_element=2) is None
+    assert C.kernel_memory_note(rows.iloc[[0, 2]], h200) is None
+
+
 def _spec(name="NVIDIA H200", **changes):
     """H200's spec sheet (data/devices/) with some fields changed, as a Device."""
     import json

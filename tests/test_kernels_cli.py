@@ -64,6 +64,14 @@ def test_cli_roofline_by_hand(tmp_path):
     # 2*4096^3 FLOP; intensity = 2*4096^3 / (4*3*4096^2) = 682.7 FLOP/B -> compute bound at 31334 GFLOP/s
     expected_ms = 2 * 4096 ** 3 / 31334e9 * 1e3
     assert pd.read_csv(out)["pred_ms"].iloc[0] == pytest.approx(expected_ms, rel=1e-9)
+    # a kernel whose tensors alone outgrow L4's 24 GB still gets its forecast, with a warning that names it:
+    # 4 * 3 * 50000^2 B = 30 GB
+    pd.DataFrame({"OPName": ["bmm", "bmm"], "B": [1, 1], "M": [4096, 50000], "N": [4096, 50000],
+                  "K": [4096, 50000]}).to_csv(inp, index=False)
+    r = cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline")
+    assert r.returncode == 0 and len(pd.read_csv(out)) == 2, r.stderr
+    assert ("warning: 1 of 2 rows (the first: row 1, 30 GB) have tensors that alone need more than NVIDIA L4's 24 GB "
+            "of memory: such kernels could not run on it as given") in r.stderr, r.stderr
 
 
 def test_cli_li_cannot_forecast_an_ood_gpu(tmp_path):
