@@ -39,25 +39,64 @@ def extrapolation_note(device) -> str | None:
             f"({lo:.1f}-{hi:.1f}); its forecasts extrapolate and can be far off for some kernels (notebook 05)")
 
 
-# A lower bound on a run's memory: fp32 weights (4 B per parameter), plus one gradient per weight in
-# training; activations, workspaces and the CUDA context come on top:
-#     min_memory_gb = 4 * parameters * (2 if training else 1) / 1e9
+# A lower bound on a run's memory: fp32 weights (4 B per parameter); in training, at the forward's end the tensors
+# autograd saves for the backward (A bytes, lib.sharding.activation_bytes) are all held, and at the backward's end a
+# gradient per weight, so the peak holds the weights and at least the larger of the two; workspaces and the CUDA
+# context come on top:
+#     min_memory_gb = 4 * parameters / 1e9                                   (inference)
+#     min_memory_gb = (4 * parameters + max(4 * parameters, A)) / 1e9        (training; A = 0 where not counted)
 FP32_BYTES_PER_PARAMETER = 4
 
 
-def min_memory_gb(parameters: int, mode: str) -> float:
-    """fp32 weights (+ gradients in training) of a model, in GB: a lower bound on its memory (notebook 05)."""
-    return FP32_BYTES_PER_PARAMETER * parameters * (2 if mode == "training" else 1) / 1e9
+def min_memory_gb(parameters: int, mode: str, saved_gb: float = 0.0) -> float:
+    """fp32 weights, in training with the larger of their gradients and the saved activations (GB): a lower bound on
+    a run's memory (notebook 05)."""
+    weights_gb = FP32_BYTES_PER_PARAMETER * parameters / 1e9
+    return weights_gb + (max(weights_gb, saved_gb) if mode == "training" else 0.0)
 
 
-def memory_note(parameters: int, mode: str, device) -> str | None:
-    """One line when a model's fp32 weights (+ gradients) alone exceed a device's memory, else None (notebook 05)."""
-    need_gb = min_memory_gb(parameters, mode)
+def activation_gb(config_path, batch: int, seq: int) -> float | None:
+    """GB of the tensors autograd saves for the backward of one training forward of the whole model (lib.sharding's
+    count on the meta device, cached beside the graphs); None for a model it does not count (notebook 05)."""
+    from .model_config import load_config
+    from .sharding import ShardError, activation_bytes
+    try:
+        saved = activation_bytes(config_path, batch, seq)
+    except ShardError:   # two stacks of blocks (Switch): counted for one stack only
+        return None
+    return (saved["outside"] + sum(load_config(config_path).num_layers) * saved["per_block"]) / 1e9
+
+
+def memory_bound_checks(memory):
+    """lib.measured.memory_against_dataset's table (one training setting per row) with the setting's activation_gb and
+    min_memory_gb: the bound beside the smallest GPU that ran the setting and our H200's measured peaks (notebook 05)."""
+    import pandas as pd
+    from . import paths
+    from .graph import parameter_count
+    rows = []
+    for r in memory.itertuples():
+        path = paths.MODEL_CONFIGS / f"{r.model}.json"
+        saved = activation_gb(path, int(r.batch), int(r.seq))
+        rows.append({"activation_gb": saved,
+                     "min_memory_gb": min_memory_gb(parameter_count(path), "training", saved or 0.0)})
+    return pd.concat([memory, pd.DataFrame(rows, index=memory.index)], axis=1)
+
+
+def memory_note(parameters: int, mode: str, device, saved_gb: float | None = None) -> str | None:
+    """One line when a model's fp32 weights (+ in training the larger of their gradients and the saved activations,
+    saved_gb where counted) alone exceed a device's memory, else None (notebook 05)."""
+    need_gb = min_memory_gb(parameters, mode, saved_gb or 0.0)
     if need_gb <= device.mem_gb:
         return None
-    what = "weights and gradients" if mode == "training" else "weights"
-    return (f"the model's fp32 {what} alone ({parameters / 1e9:.2f} B parameters) need {need_gb:.1f} GB, more than "
-            f"{device.name}'s {device.mem_gb:g} GB: this run could not happen as forecast")
+    weights_gb = FP32_BYTES_PER_PARAMETER * parameters / 1e9
+    if mode == "training" and (saved_gb or 0.0) > weights_gb:
+        what = (f"weights ({weights_gb:.1f} GB, {parameters / 1e9:.2f} B parameters) and the activations autograd "
+                f"saves for the backward ({saved_gb:.1f} GB)")
+    else:
+        what = (f"{'weights and gradients' if mode == 'training' else 'weights'} alone ({parameters / 1e9:.2f} B "
+                "parameters)")
+    return (f"the model's fp32 {what} need {need_gb:.1f} GB, more than {device.name}'s {device.mem_gb:g} GB: this run "
+            "could not happen as forecast")
 
 
 # One kernel's tensors (its inputs and output, lib.roofline's bytes: what the roofline reads and writes, or a 'mem'

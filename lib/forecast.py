@@ -9,8 +9,9 @@ table (one row per distinct kernel: phase, layer (prologue/layer/epilogue), aten
 total_ms; fused and raw_ms with --fusion / --calibrate) as CSV, to see where the time goes. One-line warnings on stderr:
 --fusion in training mode (no label validates it); a GPU whose machine
 balance lies outside the training GPUs' (lib.caveats.extrapolation_note); a spec field that looks like other units,
-or a training GPU's name with another spec (lib.caveats.spec_notes); a model whose fp32 weights (+ gradients)
-alone exceed the GPU's memory (lib.caveats.memory_note); and a note where the config's `architectures` names another
+or a training GPU's name with another spec (lib.caveats.spec_notes); a model whose fp32 weights (+ in training the
+larger of their gradients and the activations saved for the backward) alone exceed the GPU's memory
+(lib.caveats.memory_note); and a note where the config's `architectures` names another
 class than the one built (lib.caveats.head_note: BERT's heads follow the labels). Kernels run one after another,
 so a model's latency is the sum of its kernels' latencies (DESIGN.md):
     latency_ms = sum_k count_k * pred_ms_k,  forward_ms over phase 'fw', backward_ms over 'bw'.
@@ -33,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths, reference_weights
-from .caveats import extrapolation_note, head_note, memory_note, spec_notes
+from .caveats import activation_gb, extrapolation_note, head_note, memory_note, spec_notes
 from .cli import Parser, file_path, stdout_failed
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise
@@ -275,6 +276,7 @@ def main(argv=None) -> int:
                                cfg_by_class=None if args.calibrate else vendor_models(device, args.method))
         result = summarize(table)
         parameters = parameter_count(args.model)
+        saved_gb = activation_gb(args.model, args.batch, args.seq) if args.mode == "training" else None
     except KernelInputError as e:   # no kernel CSV here: the config's sizes made the kernel
         print(f"error: {args.model}: the model's graph has a kernel the predictors cannot take ({e}); check the "
               "config's sizes", file=sys.stderr)
@@ -293,8 +295,8 @@ def main(argv=None) -> int:
             return 2
     unvalidated = ("--fusion in training mode fuses the backward pass too; every fused label of the dataset is "
                    "inference, so this forecast is unvalidated") if args.fusion and args.mode == "training" else None
-    for note in (extrapolation_note(device), *spec_notes(device), memory_note(parameters, args.mode, device),
-                 unvalidated):
+    for note in (extrapolation_note(device), *spec_notes(device),
+                 memory_note(parameters, args.mode, device, saved_gb), unvalidated):
         if note:
             print(f"warning: {note}", file=sys.stderr)
     if note := head_note(args.model, args.mode):

@@ -33,6 +33,36 @@ def test_memory_note_hand_case():
     assert "fp32 weights alone (7.00 B parameters) need 28.0 GB" in C.memory_note(7 * 10**9, "inference", dev)
 
 
+def test_training_memory_note_with_activations_hand_case():
+    from lib.devices import device_by_name
+    dev = device_by_name("NVIDIA L4")   # 24 GB
+    # 1e9 parameters: weights 4 GB; training holds the larger of the gradients (4 GB) and the saved activations
+    assert C.min_memory_gb(10**9, "training", 3.0) == 8.0 and C.min_memory_gb(10**9, "training", 20.0) == 24.0
+    assert C.min_memory_gb(10**9, "inference", 20.0) == 4.0                 # no backward, nothing saved
+    assert C.memory_note(10**9, "training", dev, 20.0) is None               # 24.0 GB: fits exactly
+    assert C.memory_note(10**9, "training", dev, 21.0).startswith(
+        "the model's fp32 weights (4.0 GB, 1.00 B parameters) and the activations autograd saves for the backward "
+        "(21.0 GB) need 25.0 GB, more than NVIDIA L4's 24 GB")
+    assert "weights and gradients alone (4.00 B parameters) need 32.0 GB" in C.memory_note(4 * 10**9, "training", dev,
+                                                                                           10.0)
+
+
+def test_training_memory_bound_holds_for_the_runs_that_happened():
+    """The bound of every single-GPU training setting the dataset timed lies within each GPU that ran it and below
+    our H200's measured peaks; it is no trivial bound: within 15% of the plain step's peak."""
+    from lib.labels import load_labels
+    from lib.measured import memory_against_dataset, read_peak_memory
+    bounds = C.memory_bound_checks(memory_against_dataset(read_peak_memory(), load_labels()))
+    assert len(bounds) == 10 and bounds["activation_gb"].notna().sum() == 8      # Switch's two stacks: not counted
+    assert (bounds["min_memory_gb"] <= bounds["smallest_dataset_gpu_gb"]).all()
+    plain = bounds.dropna(subset=["plain_peak_gb"])
+    assert len(plain) == 2
+    ratio = plain["min_memory_gb"] / plain["plain_peak_gb"]
+    assert ((ratio > 0.85) & (ratio <= 1)).all(), ratio
+    timed = bounds[bounds["grad_mode_outcome"] == "timed"]
+    assert (timed["min_memory_gb"] <= timed["grad_mode_peak_gb"]).all()
+
+
 def test_kernel_memory_note_hand_case():
     import pandas as pd
 

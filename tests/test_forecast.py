@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lib import calibration, paths
+from lib import calibration, caveats, paths
 from lib.devices import TRAIN_GPUS_NVIDIA, load_device
 from lib.forecast import forecast, forecast_sweep, forecast_table, summarize
-from lib.graph import capture
+from lib.graph import capture, parameter_count
 from lib.model_config import GraphError
 from lib.labels import PAPER_SEQ, LabelError, load_labels, paper_e2e_table, paper_fusion_table
 
@@ -63,15 +63,23 @@ def test_cli_answers_four_keys_for_l4():
     assert out["latency_ms"] > 0 and out["backward_ms"] == 0 and out["kernels"] == 36 * 27 + 22 + 2
 
 
-def test_cli_warns_when_weights_and_gradients_exceed_memory(tmp_path):
+def test_cli_warns_when_weights_and_gradients_or_activations_exceed_memory(tmp_path):
     # GPT2-Large: 0.774 B parameters -> fp32 weights 3.1 GB, + gradients 6.2 GB; an L4 spec with 4 GB of memory
     small = tmp_path / "small_l4.json"
     small.write_text(json.dumps({**json.loads(L4.read_text()), "Device": "Small L4", "Dev_Mem": 4}))
-    common = ("--model", GPT2, "--device", small, "--batch", 1, "--seq", 1024, "--method", "roofline")
-    train, inf = cli(*common, "--mode", "training"), cli(*common, "--mode", "inference")
+    common = ("--model", GPT2, "--device", small, "--batch", 1, "--method", "roofline")
+    train, inf = cli(*common, "--seq", 16, "--mode", "training"), cli(*common, "--seq", 1024, "--mode", "inference")
     assert train.returncode == 0 and inf.returncode == 0, train.stderr + inf.stderr
+    # 16 tokens save little: the gradients decide
     assert "weights and gradients alone (0.77 B parameters) need 6.2 GB, more than Small L4's 4 GB" in train.stderr
     assert "alone" not in inf.stderr and json.loads(train.stdout)["latency_ms"] > 0
+    # 1,024 tokens: the saved activations (lib.sharding.activation_bytes) outgrow the gradients
+    saved_gb, weights_gb = caveats.activation_gb(GPT2, 1, 1024), 4 * parameter_count(GPT2) / 1e9
+    assert saved_gb > 2 * weights_gb
+    train = cli(*common, "--seq", 1024, "--mode", "training")
+    assert train.returncode == 0, train.stderr
+    assert (f"weights (3.1 GB, 0.77 B parameters) and the activations autograd saves for the backward ({saved_gb:.1f} "
+            f"GB) need {weights_gb + saved_gb:.1f} GB, more than Small L4's 4 GB") in train.stderr, train.stderr
 
 
 def test_cli_kernels_out_adds_up_to_the_printed_forecast(tmp_path):

@@ -679,6 +679,25 @@ def test_04_paper_size():
 
 # ------------------------------------------------------------------------------------------ notebook 05
 
+def test_05_memory_bound_reading():
+    """05 cell memory-bound-read: the bound against the runs that happened (05-memory-bound), GPT3-2.7B's answers that
+    it turned (e2e_modern_models)."""
+    from lib.devices import device_by_name
+    b = table("05-memory-bound")
+    assert (b["min_memory_gb"] <= b["smallest_dataset_gpu_gb"]).all()
+    plain = b.dropna(subset=["plain_peak_gb"])
+    ratio = plain["min_memory_gb"] / plain["plain_peak_gb"]
+    says(NB05, f"each of the {len(b)} settings, and for the {len(plain)} settings our H200 timed in the labels' plain "
+               f"backward it comes to {ratio.min():.2f}-{ratio.max():.2f} of the measured peak")
+    timed = b[b["grad_mode_outcome"] == "timed"]
+    assert (timed["min_memory_gb"] <= timed["grad_mode_peak_gb"]).all()
+    t = table("e2e_modern_models").query("mode == 'training'")
+    turned = t[~t["fits"] & (8 * t["params_billion"] <= t["device"].map(lambda d: device_by_name(d).mem_gb))]
+    assert set(turned["model"]) == {"gpt3_27"} and len(turned) == 2
+    says(NB05, f"it changes {WORDS[len(turned)]} answers, both for GPT3-2.7B")
+    says(NB05, f"needs {turned['min_memory_gb'].iloc[0]:.1f} GB, so it fits neither the A100-PCIE-40GB nor the L4")
+
+
 def test_05_spec_sheets():
     """05 cells dominance-md, 63cef826, 531124bb and dominance-read: H200 vs H100, L4 vs T4, balance, GB per SM (device-specs)."""
     specs = table("device-specs").set_index("device")

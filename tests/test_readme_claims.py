@@ -243,6 +243,34 @@ def test_dataset_gpu_and_model_counts():
     say(f"and {WORDS[len(modern)]} current decoder-only models")
 
 
+def test_memory_bound():
+    """'Beyond the paper's models': the memory bound against the runs that happened (05-memory-bound) and what it
+    changes for GPT3-2.7B on the A100-PCIE-40GB (e2e_modern_models)."""
+    b = table("05-memory-bound")
+    within = int((b["min_memory_gb"] <= b["smallest_dataset_gpu_gb"]).sum())
+    assert within == len(b)
+    say(f"each of the dataset's {len(b)} single-GPU training settings lies within the memory of every GPU that ran it")
+    plain = b.dropna(subset=["plain_peak_gb"])
+    ratio = plain["min_memory_gb"] / plain["plain_peak_gb"]
+    assert (ratio <= 1).all()
+    say(f"for the {len(plain)} that our H200 timed in the labels' plain backward the bound comes to "
+        f"{span(ratio.min(), ratio.max(), '.2f')} of the peak PyTorch held")
+    from lib.devices import device_by_name
+    t = table("e2e_modern_models").query("model == 'gpt3_27' and mode == 'training'")
+    # the GPUs where the bound says no and weights and gradients alone (8 B per parameter) said yes
+    turned = [d for d, fits, p in zip(t["device"], t["fits"], t["params_billion"])
+              if not fits and 8 * p <= device_by_name(d).mem_gb]
+    assert len(turned) == 2
+    short = {"NVIDIA A100-PCIE-40GB": "A100-PCIE-40GB", "NVIDIA L4": "L4"}
+    say(f"GPT3-2.7B's training step at 2,048 tokens ({t['min_memory_gb'].iloc[0]:.1f} GB) fits neither the "
+        f"{short[turned[0]]} nor the {short[turned[1]]}, which its weights and gradients alone "
+        f"({8 * t['params_billion'].iloc[0]:.1f} GB) had let pass")
+    gpus = one(b, model="gpt3_27", batch=1)["dataset_gpus"].split(", ")
+    mem = {device_by_name(g).mem_gb for g in gpus}
+    assert len(mem) == 1
+    say(f"dataset timed it on {mem.pop():g}-GB GPUs only")
+
+
 # ---------------------------------------------------------------- kernel predictors (notebook 04)
 
 def test_schedule_correction():
