@@ -136,7 +136,7 @@ def _raw(feat: pd.DataFrame, raw_cols) -> pd.DataFrame:
 # run (lib.train.fit's shapes split) -- every rule forecasts the run's held-out rows with that run's
 # model (best-validation weights); the classifier is fitted without those rows. Per rule:
 #   score = (mean over the LOGO folds of MAPE + held-out-shape MAPE) / 2
-TILE_RULES = ("oracle", "autotune", "classifier", "hybrid", "ranged")
+TILE_RULES = ("oracle", "autotune", "classifier", "hybrid", "ranged", "hedged")
 
 
 def tile_rule_table(op_class: str, cfg: dict, holdouts=None) -> pd.DataFrame:
@@ -171,6 +171,9 @@ def tile_rule_table(op_class: str, cfg: dict, holdouts=None) -> pd.DataFrame:
         # amendment 9: the hybrid within the spec range of the GPUs the run's classifier was fitted on
         fitted = [g for g in TRAIN_GPUS_NVIDIA if g != run]
         pred["ranged"] = np.where(within_range(raw, fitted), pred["hybrid"], pred["autotune"])
+        # amendment 10: beyond that range a narrow GEMM takes the geometric mean of both tiles' forecasts
+        pred["hedged"] = np.where(within_range(raw, fitted) | ~narrow_gemms(raw), pred["ranged"],
+                                  np.sqrt(pred["classifier"] * pred["autotune"]))
         y = held["latency_ms"].to_numpy()
         rows += [{"op_class": op_class, "run": run, "rule": rule, "rows": len(held),
                   "mape_pct": mape(v, y), "median_ratio": float(np.median(v / y))}

