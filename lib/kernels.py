@@ -1,7 +1,7 @@
 """Kernel latency on any GPU from its spec: NeuSight and the baselines, API and CLI (notebook 04).
 
     python -m lib.kernels --device DEVICE.json --input KERNELS.csv --output PRED.csv \
-        [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier|hybrid|ranged]
+        [--method neusight|roofline|habitat|li] [--tiles spec|oracle|autotune|classifier|hybrid|ranged|hedged]
         [--config CONFIGS.json] [--dtype fp32|fp16]
 
 KERNELS.csv: `OPName` (or `op`) and the dimension columns (B,M,N,K for bmm/linear; B,H for
@@ -50,11 +50,12 @@ from .precision import PrecisionError, fp16_device, fp16_note, predict_fp16, una
 from .tiles import gemm_tile_from_name
 
 METHODS = ("neusight", "roofline", "habitat", "li")
-TILES = ("spec", "oracle", "autotune", "classifier", "hybrid", "ranged")
-# what tiles='spec' means: the autotuner (chosen in notebook 04 on ID validation), with the classifier's tile for
-# narrow GEMMs (amendment 8, lib.selection; lib.tile_choice.narrow_gemms) on a GPU within the spec range of the GPUs
-# the classifier was fitted on (amendment 9, lib.tile_choice.within_range)
-SPEC_TILES = "ranged"
+TILES = ("spec", "oracle", "autotune", "classifier", "hybrid", "ranged", "hedged")
+# what tiles='spec' means, per GEMM class: the autotuner (chosen in notebook 04 on ID validation), with the classifier's
+# tile for narrow GEMMs (amendment 8, lib.selection; lib.tile_choice.narrow_gemms) on a GPU within the spec range of
+# the GPUs the classifier was fitted on (amendment 9, lib.tile_choice.within_range); beyond that range an FC's narrow
+# GEMM is forecast from both tiles (amendment 10, adopted for FC only)
+SPEC_TILES = {"BMM": "ranged", "FC": "hedged"}
 # The columns a device's spec adds to a kernel table (Device.spec_columns): equal in two rows, the same GPU
 SPEC_KEY = ["device" if f.name == "name" else f.name for f in fields(Device) if f.name != "path"]
 
@@ -103,19 +104,27 @@ def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int
         tiles = "classifier" if forest is not None and named else "autotune" if named else SPEC_TILES
     out = np.full(len(df), np.nan)
     g = df[gemm]
+    # a rule per GEMM row (tiles='spec': SPEC_TILES, one per class)
+    rule = np.where(g["op"].to_numpy() == "linear", tiles["FC"], tiles["BMM"]) if isinstance(tiles, dict) else \
+        np.full(len(g), tiles)
     # hybrid: the classifier for narrow GEMMs, the autotuner for the others; ranged: the hybrid within the
-    # classifier's spec range, the autotuner beyond it
-    classified = np.ones(len(g), bool) if tiles == "classifier" else \
-        narrow_gemms(g) if tiles == "hybrid" else \
-        narrow_gemms(g) & within_range(g, classifier_gpus(models)) if tiles == "ranged" else np.zeros(len(g), bool)
+    # classifier's spec range, the autotuner beyond it; hedged: the ranged rule, but a narrow GEMM beyond the range is
+    # forecast from both tiles:  latency = sqrt(latency(classifier's tile) * latency(autotuner's tile))
+    narrow = narrow_gemms(g)
+    ranged = np.isin(rule, ("ranged", "hedged")) & narrow
+    within = within_range(g, classifier_gpus(models)) if ranged.any() else np.ones(len(g), bool)
+    classified = (rule == "classifier") | (narrow & (rule == "hybrid")) | (ranged & within)
+    hedged = ranged & (rule == "hedged") & ~within
     gemm_out = np.full(len(g), np.nan)
     if (~classified).any():
         gemm_out[~classified] = autotune_tiles(g[~classified], predict, tile_candidates(models))[2]
-    if classified.any():
-        c = g[classified]
+    if (by_classifier := classified | hedged).any():
+        c = g[by_classifier]
         tile_m, tile_n = classify_tiles(c) if forest is None else \
             classify_tiles(c, forest, tile_candidates(models))
-        gemm_out[classified] = predict(add_features(c.assign(tile_m=tile_m, tile_n=tile_n), tiles="given"))
+        ms = predict(add_features(c.assign(tile_m=tile_m, tile_n=tile_n), tiles="given"))
+        gemm_out[classified] = ms[classified[by_classifier]]
+        gemm_out[hedged] = np.sqrt(gemm_out[hedged] * ms[hedged[by_classifier]])
     out[gemm] = gemm_out
     if (~gemm).any():
         out[~gemm] = predict(add_features(df[~gemm].assign(tile_m=np.nan, tile_n=np.nan), tiles="given"))
@@ -166,7 +175,8 @@ def predict_kernels(df: pd.DataFrame, device: Device, method: str = "neusight", 
     tiles (neusight): spec (= SPEC_TILES, or the classifier GEMM predictors carry: lib.amd) | autotune | classifier |
         hybrid (the classifier for narrow GEMMs, lib.tile_choice.narrow_gemms; the autotuner for the others) |
         ranged (the hybrid on a GPU within the classifier's spec range, lib.tile_choice.within_range; else the
-        autotuner) | oracle (target's kernel names).
+        autotuner) | hedged (the ranged rule, but beyond the range a narrow GEMM takes the geometric mean of its
+        classifier-tile and autotuner-tile forecasts) | oracle (target's kernel names).
     cfg_by_class (neusight) and habitat_cfg (habitat): training configs; None = the defaults.
     seed (neusight): the training seed of the default configs (0: the committed results' models).
     """
@@ -288,7 +298,8 @@ def main(argv=None) -> int:
     ap.add_argument("--method", default="neusight", choices=METHODS,
                     help="NeuSight (default) or a baseline; li needs training-split measurements of the target")
     ap.add_argument("--tiles", default="spec", choices=TILES,
-                    help="GEMM tile rule: spec (default, from the spec only: the ranged rule); oracle needs kernel_name")
+                    help="GEMM tile rule: spec (default, from the spec only: the ranged rule for BMM, the hedged one for FC); "
+                         "oracle needs kernel_name")
     ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
     ap.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"),
                     help="fp16: GEMMs on tensor cores, by the fp32 predictors on an equivalent device (lib.precision)")

@@ -234,7 +234,7 @@ def render(tables: Path = paths.TABLES) -> str:
         "models are trained from each of N seeds, the committed one among them (an ensemble's runs share no seed). "
         "Spec-only tiles: the rule (`lib.kernels.SPEC_TILES`) was chosen on the in-distribution rows that the "
         "in-distribution column scores, and amended for narrow GEMMs on the training GPUs' criterion (amendments 8 "
-        "and 9; notebook 04). " + ood_gpus_note(read("04-held-out-gpus")), "",
+        "to 10; notebook 04). " + ood_gpus_note(read("04-held-out-gpus")), "",
         "End-to-end mean APE % over the NVIDIA labels (notebook 05, `figures/tables/e2e_*.csv`):",
         "", markdown(e2e_summary(inf, train, fused, seeds)), "",
         "'ours': every label. 'ours, the paper's labels', 'paper', 'ours - paper' and 'below the paper': the labels "

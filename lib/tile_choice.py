@@ -9,7 +9,9 @@ forecast may not: it knows the target's spec and the training GPUs' data only. T
               bandwidth, L2, memory) trained to reproduce the training GPUs' oracle tiles.
   hybrid:     the classifier for narrow GEMMs, the autotuner for the others (amendment 8);
   ranged:     the hybrid on a GPU within the spec range of the GPUs the classifier was fitted on, the autotuner
-              beyond it (amendment 9; the default, lib.kernels.SPEC_TILES).
+              beyond it (amendment 9; the default for BMM, lib.kernels.SPEC_TILES);
+  hedged:     the ranged rule, but beyond that range a narrow GEMM takes the geometric mean of its forecasts with the
+              classifier's and the autotuner's tile (amendment 10; the default for FC).
 GEMM predictors may carry their own classifier (lib.amd's, over the AMD tiles): 'spec' then means it.
 Vector ops (EW, softmax, LN) need no choice: lib.tiles.vec_tile is a spec-only launch rule.
 """

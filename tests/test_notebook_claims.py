@@ -698,6 +698,40 @@ def test_05_memory_bound_reading():
     says(NB05, f"needs {turned['min_memory_gb'].iloc[0]:.1f} GB, so it fits neither the A100-PCIE-40GB nor the L4")
 
 
+def test_05_amendment10_end_to_end():
+    """05 cell a10-e2e-read: the labels amendment 10 moved (e2e_amendment10) and the linear sweep (e2e_amendment10_sweep)."""
+    e = table("e2e_amendment10")
+    moved = e[~np.isclose(e["ms_before"], e["ms_after"], rtol=1e-9)]
+    assert set(moved["device"]) == {H100} and (moved["ape_after"] > moved["ape_before"]).all()
+    says(NB05, f"the forecasts of {len(moved)} labels move, all on the H100, and all a little further from "
+               "their measurement")
+    r = lambda model, mode, batch: moved.query("model == @model and mode == @mode and batch == @batch").iloc[0]
+    g = lambda row: f"{row['ape_before']:.2f}% -> {row['ape_after']:.2f}%"
+    says(NB05, f"SwitchTransformer inference at batch 1 ({g(r('switchxl4', 'inference', 1))}) and training at batch 1 "
+               f"({g(r('switchxl4', 'training', 1))}), and BERT-Large training at batch 2")
+    says(NB05, f"two-way linear layer is narrow ({g(r('bert_large', 'training', 2))})")
+    m = e.groupby("kind")[["ape_before", "ape_after"]].mean()
+    assert np.isclose(m.loc["fused inference", "ape_before"], m.loc["fused inference", "ape_after"])
+    says(NB05, f"The means go from {m.loc['inference', 'ape_before']:.3f}% to {m.loc['inference', 'ape_after']:.3f}% "
+               f"(inference) and from {m.loc['training', 'ape_before']:.3f}% to {m.loc['training', 'ape_after']:.3f}% "
+               "(training); the fused labels do not move")
+    sw = table("e2e_amendment10_sweep").set_index(["device", "sweep"])
+    l4 = lambda rule: sw.loc[("NVIDIA L4", rule)]
+    h200 = lambda rule: sw.loc[("NVIDIA H200", rule)]
+    assert (h200("default")[["falls", "worst_ratio"]] == h200("ranged (amendment 9)")[["falls", "worst_ratio"]]).all()
+    says(NB05, f"the sweep falls at {int(l4('default')['falls'])} of its {int(l4('default')['steps'])} steps, by up to "
+               f"{l4('default')['worst_ratio']:.2f} times, against {int(l4('ranged (amendment 9)')['falls'])} "
+               f"({l4('ranged (amendment 9)')['worst_ratio']:.2f}) under amendment 9; the H200's sweep does not change "
+               f"({int(h200('default')['falls'])} steps, {h200('default')['worst_ratio']:.2f})")
+    margin = table("04-amendment10-evidence").pivot(index="op_class", columns="rule", values="below_ranged_by")
+    says(NB05, f"adopted on notebook 04's tile-rule criterion, by {margin.loc['FC', 'hedged']:.3f} points")
+    steps = table("e2e_size_steps").set_index(["device", "sweep"])
+    assert steps.loc[("NVIDIA L4", "linear [M, 4096] @ [4096, 1024], M = 32-1,024"), "falls"] == l4("default")["falls"]
+    says(NB05, f"the L4, beyond the training GPUs' spec range, the autotuner's tile there, and "
+               f"{int(l4('ranged (amendment 9)')['falls'])} steps fell (by up to {l4('ranged (amendment 9)')['worst_ratio']:.2f} "
+               f"times); since amendment 10")
+
+
 def test_05_spec_sheets():
     """05 cells dominance-md, 63cef826, 531124bb and dominance-read: H200 vs H100, L4 vs T4, balance, GB per SM (device-specs)."""
     specs = table("device-specs").set_index("device")
@@ -1366,7 +1400,8 @@ def test_05_size_guard_trial():
                f"{worst['Tesla T4']:.2f} times")
     l4 = drops.loc[("as forecast", "NVIDIA L4")]
     assert l4["falls"] < l4["steps"] == 992                            # amendment 9: no longer every step (fbb6a43)
-    says(NB05, f"takes the autotuner's tile there, and {int(l4['falls'])} steps fall")
+    says(NB05, f"rows below 128 take the geometric mean of the classifier-tile and autotuner-tile forecasts, and "
+               f"{int(l4['falls'])} steps fall")
 
 
 def test_04_own_measurements_reading():
@@ -2333,6 +2368,39 @@ def test_05_amendment9_end_to_end():
                f"{al.loc['inference', 'ape_after']:.2f}% (inference), {al.loc['training', 'ape_before']:.2f}% to "
                f"{al.loc['training', 'ape_after']:.2f}% (training) and {al.loc['fused inference', 'ape_before']:.2f}% to "
                f"{al.loc['fused inference', 'ape_after']:.2f}%")
+
+
+def test_04_amendment10():
+    """04 cells a10-md and a10-read: what was seen first (04-amendment10-seen), the hedged rule's criterion
+    (04-amendment10-evidence, per run 04-tile-rules-criterion), and the held-out FC kernels it could move."""
+    from lib.selection import AMENDMENT10_TILES
+    seen = table("04-amendment10-seen").set_index(["device", "tile"])
+    h = lambda tile: seen.loc[(H100, tile)]
+    a = lambda tile: seen.loc[(A100_80, tile)]
+    says(NB04, f"the H100's {int(h('autotuner')['kernels'])} narrow batched matmuls are forecast at a median "
+               f"{h('autotuner')['median_ratio']:.2f} of their time with the autotuner's tile "
+               f"({h('autotuner')['mape_pct']:.1f}% MAPE) and {h('classifier')['median_ratio']:.2f} with the classifier's "
+               f"({h('classifier')['mape_pct']:.1f}%), the A100-80GB's {int(a('autotuner')['kernels'])} at "
+               f"{a('autotuner')['median_ratio']:.2f} ({a('autotuner')['mape_pct']:.1f}%) and "
+               f"{a('classifier')['median_ratio']:.2f} ({a('classifier')['mape_pct']:.1f}%)")
+    ev = table("04-amendment10-evidence").pivot(index="op_class", columns="rule", values="score")
+    margin = table("04-amendment10-evidence").pivot(index="op_class", columns="rule", values="below_ranged_by")
+    adopted = {c: "hedged" if margin.loc[c, "hedged"] > 0 else "ranged" for c in ev.index}
+    assert adopted == AMENDMENT10_TILES == {"BMM": "ranged", "FC": "hedged"}
+    says(NB04, f"the hedged rule scores {ev.loc['BMM', 'hedged']:.2f} against the ranged rule's "
+               f"{ev.loc['BMM', 'ranged']:.2f} for BMM, which keeps amendment 9's rule, and {ev.loc['FC', 'hedged']:.2f} "
+               f"against {ev.loc['FC', 'ranged']:.2f} for FC, so the rule adopts it for FC only, by "
+               f"{margin.loc['FC', 'hedged']:.3f} points")
+    runs = table("04-amendment10-runs").set_index(["op_class", "run"])
+    f = lambda c, g: f"{runs.loc[(c, g), 'ranged']:.2f} -> {runs.loc[(c, g), 'hedged']:.2f}"
+    a100, p4 = "NVIDIA A100-PCIE-40GB", "Tesla P4"
+    assert runs.loc[(slice(None), a100), "hedged"].gt(runs.loc[(slice(None), a100), "ranged"]).all()
+    assert runs.loc[(slice(None), p4), "hedged"].lt(runs.loc[(slice(None), p4), "ranged"]).all()
+    says(NB04, f"On the A100-PCIE-40GB fold the hedge loses to the autotuner (BMM {f('BMM', a100)}, FC {f('FC', a100)}), "
+               f"on the P4 fold it gains (BMM {f('BMM', p4)}, FC {f('FC', p4)})")
+    moved = runs.drop(index=[a100, p4], level="run")
+    assert np.allclose(moved["hedged"], moved["ranged"])                                 # only those two folds move
+    assert table("04-amendment9").query("split == 'OOD' and op_class == 'FC'")["narrow"].sum() == 0   # "No ... FC"
 
 
 def test_04_amendment9():

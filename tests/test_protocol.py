@@ -42,7 +42,7 @@ def test_committed_run_reproduced_every_recorded_choice():
     machine = json.loads((root / "PROVENANCE.json").read_text())["machine"]
     assert machine["mkl_cbwr"] == "COMPATIBLE"
     table = pd.read_csv(root / "tables" / "04-recorded-choices.csv")
-    # amendment 6 added one protocol of five classes, amendment 7 two of the two GEMM classes, amendments 8 and 9 one
-    # of them each
-    assert table["protocol"].nunique() == 11 and len(table) == 41
+    # amendment 6 added one protocol of five classes, amendment 7 two of the two GEMM classes, amendments 8, 9 and 10
+    # one of them each
+    assert table["protocol"].nunique() == 12 and len(table) == 43
     assert table["reproduced"].all(), table[~table["reproduced"]]

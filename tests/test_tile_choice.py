@@ -45,16 +45,37 @@ def test_spec_tiles_are_the_autotuner_for_wide_gemms_and_the_classifier_for_narr
 
 
 def test_spec_tiles_beyond_the_classifiers_range_are_the_autotuners():
-    # amendment 9: on the H100 (132 SMs, 67 TFLOP/s: beyond every training GPU) the narrow rows too take the
-    # autotuner's tile, which amendment 8's hybrid gives the classifier's
+    # amendment 9: on the H100 (132 SMs, 67 TFLOP/s: beyond every training GPU) the narrow batched matmul too takes the
+    # autotuner's tile, which amendment 8's hybrid gives the classifier's; the narrow linear layer takes both tiles'
+    # geometric mean since amendment 10
     h100 = device_by_name("NVIDIA H100 80GB HBM3")
     df = pd.DataFrame({"op": ["bmm", "bmm", "linear"], "B": [8, 16, 1], "M": [512, 1024, 32], "N": [64, 1024, 4096],
                        "K": [512, 64, 1024]})
     assert narrow_gemms(df).tolist() == [False, True, True]
-    spec = predict_kernels(df, h100)
-    np.testing.assert_allclose(spec, predict_kernels(df, h100, tiles="autotune"), rtol=1e-6)
+    spec, auto = predict_kernels(df, h100), predict_kernels(df, h100, tiles="autotune")
+    np.testing.assert_allclose(spec[:2], auto[:2], rtol=1e-6)
+    np.testing.assert_allclose(spec[2], np.sqrt(auto[2] * predict_kernels(df, h100, tiles="classifier")[2]), rtol=1e-6)
     np.testing.assert_allclose(spec[:1], predict_kernels(df, h100, tiles="hybrid")[:1], rtol=1e-6)
     assert not np.allclose(spec[1:], predict_kernels(df, h100, tiles="hybrid")[1:], rtol=1e-6)
+
+
+def test_spec_tiles_hedge_an_fc_narrow_gemm_beyond_the_classifiers_range():
+    # amendment 10 (FC only): beyond the range a narrow linear layer is forecast at the geometric mean of its forecasts
+    # with the classifier's and the autotuner's tile; a narrow batched matmul keeps the autotuner's (amendment 9), and
+    # within the range (T4) both keep the classifier's
+    from lib.kernels import SPEC_TILES
+    assert SPEC_TILES == {"BMM": "ranged", "FC": "hedged"}
+    df = pd.DataFrame({"op": ["linear", "bmm", "linear"], "B": [1, 16, 1], "M": [64, 1024, 2048], "N": [1024, 64, 1024],
+                       "K": [16384, 64, 4096]})
+    assert narrow_gemms(df).tolist() == [True, True, False]
+    h100, t4 = device_by_name("NVIDIA H100 80GB HBM3"), device_by_name("Tesla T4")
+    spec, auto, clf = (predict_kernels(df, h100, tiles=t) for t in ("spec", "autotune", "classifier"))
+    np.testing.assert_allclose(spec[0], np.sqrt(auto[0] * clf[0]), rtol=1e-6)
+    assert min(auto[0], clf[0]) < spec[0] < max(auto[0], clf[0])           # the two tiles' forecasts differ
+    np.testing.assert_allclose(spec[1:], auto[1:], rtol=1e-6)
+    np.testing.assert_allclose(predict_kernels(df, h100, tiles="hedged"), [spec[0], np.sqrt(auto[1] * clf[1]), spec[2]],
+                               rtol=1e-6)                                    # 'hedged' for every class: the bmm too
+    np.testing.assert_allclose(predict_kernels(df, t4), predict_kernels(df, t4, tiles="hybrid"), rtol=1e-6)
 
 
 def test_within_range_of_the_training_gpus_spec():
@@ -205,7 +226,8 @@ def test_tile_forest_is_the_gemm_predictors_own():
 def test_a_held_out_gpus_models_choose_tiles_without_its_kernel_names():
     # a model trained as if a GPU were never trained on (lib.selection.held_out_configs) carries a classifier fitted
     # without that GPU's rows, trusted within the other four GPUs' spec range (amendment 9): the P4, below the others'
-    # peak, L2, bandwidth and memory, takes the autotuner's tiles; the T4 the classifier's that never saw its tiles
+    # peak, L2, bandwidth and memory, takes the autotuner's tiles for its batched matmuls and both tiles' geometric mean
+    # for its linear layer (amendment 10); the T4 the classifier's that never saw its tiles
     from lib.devices import TRAIN_GPUS_NVIDIA
     from lib.predictors import get_predictor
     from lib.selection import held_out_configs
@@ -221,8 +243,11 @@ def test_a_held_out_gpus_models_choose_tiles_without_its_kernel_names():
         assert get_predictor("EW", cfg["EW"]).tile_forest is None
     p4, t4 = device_by_name("Tesla P4"), device_by_name("Tesla T4")
     p4_cfg, t4_cfg = held_out_configs("Tesla P4"), held_out_configs("Tesla T4")
-    np.testing.assert_array_equal(predict_kernels(df, p4, cfg_by_class=p4_cfg),
-                                  predict_kernels(df, p4, tiles="autotune", cfg_by_class=p4_cfg))
+    spec = predict_kernels(df, p4, cfg_by_class=p4_cfg)
+    auto = predict_kernels(df, p4, tiles="autotune", cfg_by_class=p4_cfg)
+    np.testing.assert_array_equal(spec[:2], auto[:2])
+    clf = predict_kernels(df, p4, tiles="classifier", cfg_by_class=p4_cfg)
+    np.testing.assert_allclose(spec[2], np.sqrt(auto[2] * clf[2]), rtol=1e-6)
     feat = df.assign(H=np.nan, **t4.spec_columns())
     m, n = classify_tiles(feat, held_out_classifier("Tesla T4"))
     by_hand = predict_featured(add_features(feat.assign(tile_m=m, tile_n=n), tiles="given"), t4_cfg)
