@@ -59,12 +59,12 @@ def activation_gb(config_path, batch: int, seq: int) -> float | None:
     """GB of the tensors autograd saves for the backward of one training forward of the whole model (lib.sharding's
     count on the meta device, cached beside the graphs); None for a model it does not count (notebook 05)."""
     from .model_config import load_config
-    from .sharding import ShardError, activation_bytes
+    from .sharding import ShardError, activation_bytes, saved_bytes_of
     try:
         saved = activation_bytes(config_path, batch, seq)
     except ShardError:   # two stacks of blocks (Switch): counted for one stack only
         return None
-    return (saved["outside"] + sum(load_config(config_path).num_layers) * saved["per_block"]) / 1e9
+    return saved_bytes_of(saved, sum(load_config(config_path).num_layers)) / 1e9
 
 
 def memory_bound_checks(memory):

@@ -39,7 +39,7 @@ import pandas as pd
 
 from . import paths
 from .network import INTERCONNECT, NetworkError, allreduce_ms, hierarchical_allreduce_ms, link_of, p2p_ms
-from .sharding import ShardError, activation_bytes, tp_capture
+from .sharding import ShardError, activation_bytes, saved_bytes_of, tp_capture
 
 LAYOUT = re.compile(r"^(?P<kind>dp|tp|pp)(?P<degree>[1-9]\d*)(?:_(?P<micro>[1-9]\d*))?$")
 FP32_BYTES = 4
@@ -154,14 +154,14 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
         comm = hierarchical_allreduce_ms(FP32_BYTES * params, g, layout.nodes, node, network)
         state = MODEL_STATE_BYTES * params
         saved = activation_bytes(config_path, batch // n, seq)
-        act = saved["outside"] + layers * saved["per_block"]
+        act = saved_bytes_of(saved, layers)
     elif layout.kind == "tp":
         table = _predicted(tp_capture(config_path, batch, seq, n), device, cfg_by_class)
         compute = summarize(table)["latency_ms"]
         comm = 2 * (ALLREDUCES_PER_BLOCK * layers + 1) * allreduce_ms(FP32_BYTES * batch * seq * width, n, node)
         state = MODEL_STATE_BYTES * params / n
         saved = activation_bytes(config_path, batch, seq, tp=n)
-        act = saved["outside"] + layers * saved["per_block"]
+        act = saved_bytes_of(saved, layers)
     else:
         if len(cfg.num_layers) != 1 or layers % n:
             raise DistributedError(f"{cfg.path}: {layers} blocks do not split evenly into {n} pipeline stages")
@@ -174,7 +174,7 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
                 + (allreduce_ms(FP32_BYTES * vocab * width, 2, node) if tied and n > 1 else 0.0))
         state = MODEL_STATE_BYTES * params / n
         saved = activation_bytes(config_path, batch // m, seq)
-        act = min(m, n) * (saved["outside"] + layers // n * saved["per_block"])
+        act = min(m, n) * saved_bytes_of(saved, layers // n)
     return {"latency_ms": compute + comm, "compute_ms": compute, "communication_ms": comm,
             "model_state_gb": state / 1e9, "activation_gb": act / 1e9, "memory_gb": (state + act) / 1e9}
 

@@ -158,3 +158,9 @@ def activation_bytes(config_path, batch: int, seq: int, tp: int = 1, use_cache: 
         cache.parent.mkdir(parents=True, exist_ok=True)
         paths.write_atomic(cache, lambda tmp: tmp.write_text(json.dumps(out)))
     return out
+
+
+def saved_bytes_of(saved: dict, blocks: int) -> float:
+    """Bytes a model of `blocks` blocks saves for backward, from activation_bytes' {"outside", "per_block"}: outside +
+    blocks * per_block (notebooks 05 and 07)."""
+    return saved["outside"] + blocks * saved["per_block"]
