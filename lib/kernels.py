@@ -85,7 +85,7 @@ def _with_spec(df: pd.DataFrame, device: Device) -> pd.DataFrame:
     return out
 
 
-def _neusight(df: pd.DataFrame, tiles: str, cfg_by_class: dict | None, seed: int = 0) -> np.ndarray:
+def _neusight(df: pd.DataFrame, tiles: str | dict, cfg_by_class: dict | None, seed: int = 0) -> np.ndarray:
     from .predictors import predict_featured
     from .tile_choice import (autotune_tiles, classifier_gpus, classify_tiles, named_tiles, narrow_gemms,
                               tile_candidates, tile_forest, within_range)
@@ -298,8 +298,8 @@ def main(argv=None) -> int:
     ap.add_argument("--method", default="neusight", choices=METHODS,
                     help="NeuSight (default) or a baseline; li needs training-split measurements of the target")
     ap.add_argument("--tiles", default="spec", choices=TILES,
-                    help="GEMM tile rule: spec (default, from the spec only: the ranged rule for BMM, the hedged one for FC); "
-                         "oracle needs kernel_name")
+                    help="GEMM tile rule: spec (default, from the spec only: the ranged rule for BMM, the hedged "
+                         "one for FC); oracle needs kernel_name")
     ap.add_argument("--config", help="JSON {op class: training config} for the NeuSight MLPs")
     ap.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"),
                     help="fp16: GEMMs on tensor cores, by the fp32 predictors on an equivalent device (lib.precision)")

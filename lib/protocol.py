@@ -169,10 +169,10 @@ def tile_rule_table(op_class: str, cfg: dict, holdouts=None) -> pd.DataFrame:
                 "classifier": p.predict(add_features(raw.assign(tile_m=tiles[0], tile_n=tiles[1]), tiles="given"))}
         pred["hybrid"] = np.where(narrow_gemms(raw), pred["classifier"], pred["autotune"])   # amendment 8
         # amendment 9: the hybrid within the spec range of the GPUs the run's classifier was fitted on
-        fitted = [g for g in TRAIN_GPUS_NVIDIA if g != run]
-        pred["ranged"] = np.where(within_range(raw, fitted), pred["hybrid"], pred["autotune"])
+        within = within_range(raw, [g for g in TRAIN_GPUS_NVIDIA if g != run])
+        pred["ranged"] = np.where(within, pred["hybrid"], pred["autotune"])
         # amendment 10: beyond that range a narrow GEMM takes the geometric mean of both tiles' forecasts
-        pred["hedged"] = np.where(within_range(raw, fitted) | ~narrow_gemms(raw), pred["ranged"],
+        pred["hedged"] = np.where(within | ~narrow_gemms(raw), pred["ranged"],
                                   np.sqrt(pred["classifier"] * pred["autotune"]))
         y = held["latency_ms"].to_numpy()
         rows += [{"op_class": op_class, "run": run, "rule": rule, "rows": len(held),
