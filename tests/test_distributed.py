@@ -1,8 +1,6 @@
 """lib.distributed: collectives against hand-computed times, the tensor-parallel shard against Megatron's split, the
 pipeline stages against a hand-made table, the paper's table against the labels, and the CLI."""
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -15,6 +13,8 @@ from lib.devices import device_by_name
 from lib.forecast import forecast
 from lib.graph import capture
 from lib.labels import load_labels
+
+from cli_run import run_main, run_module
 
 GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"
 H100 = paths.DEVICE_CONFIGS / "NVIDIA_H100_80GB_HBM3.json"
@@ -218,12 +218,12 @@ def test_paper_table_measured_column_is_the_labels():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "lib.distributed", *map(str, args)], capture_output=True, text=True,
-                          cwd=paths.ROOT, timeout=900)
+    return run_main(d.main, "python -m lib.distributed", *args)
 
 
 def test_cli_prints_the_forecast():
-    r = _cli("--model", GPT2, "--device", H100, "--batch", 4, "--seq", 128, "--layout", "tp4")
+    # the real process: `python -m lib.distributed` prints main's answer and exits with its status
+    r = run_module("lib.distributed", "--model", GPT2, "--device", H100, "--batch", 4, "--seq", 128, "--layout", "tp4")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert set(out) == {"latency_ms", "compute_ms", "communication_ms", "model_state_gb", "activation_gb", "memory_gb"}

@@ -11,10 +11,12 @@ import pytest
 
 from lib import calibration, caveats, paths
 from lib.devices import TRAIN_GPUS_NVIDIA, load_device
-from lib.forecast import forecast, forecast_sweep, forecast_table, summarize
+from lib.forecast import forecast, forecast_sweep, forecast_table, main as forecast_main, summarize
 from lib.graph import capture, parameter_count
 from lib.model_config import GraphError
 from lib.labels import PAPER_SEQ, LabelError, load_labels, paper_e2e_table, paper_fusion_table
+
+from cli_run import run_main, run_module
 
 GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"
 BERT = paths.MODEL_CONFIGS / "bert_large.json"
@@ -23,8 +25,7 @@ H100 = paths.DEVICE_CONFIGS / "NVIDIA_H100_80GB_HBM3.json"
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "lib.forecast", *map(str, args)], capture_output=True,
-                          text=True, cwd=paths.ROOT, timeout=900)   # a guard against hangs, not a speed test
+    return run_main(forecast_main, "python -m lib.forecast", *args)
 
 
 def test_every_dataset_config_forecasts_in_both_modes():
@@ -52,8 +53,9 @@ def test_cli_notes_the_class_it_builds_for_a_bert_config():
 
 
 def test_cli_answers_four_keys_for_l4():
-    r = cli("--model", GPT2, "--device", L4, "--batch", 4, "--seq", 1024, "--mode", "inference",
-            "--method", "roofline")
+    # the real process (DESIGN.md's contract): `python -m lib.forecast` prints the JSON line and exits 0
+    r = run_module("lib.forecast", "--model", GPT2, "--device", L4, "--batch", 4, "--seq", 1024, "--mode", "inference",
+                   "--method", "roofline")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert set(out) == {"latency_ms", "forward_ms", "backward_ms", "kernels"}

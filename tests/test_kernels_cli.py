@@ -13,7 +13,9 @@ import pytest
 from lib import paths
 from lib.devices import load_device
 from lib.kernel_input import KernelInputError, check_kernels
-from lib.kernels import predict_kernels
+from lib.kernels import main as kernels_main, predict_kernels
+
+from cli_run import run_main
 
 TINY = {"layers": 1, "width": 8, "epochs": 1, "batch_size": 4096, "max_rows": 1500}
 L4 = paths.DEVICE_CONFIGS / "NVIDIA_L4.json"
@@ -33,8 +35,7 @@ def tiny_config(tmp_path_factory):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "lib.kernels", *map(str, args)], capture_output=True,
-                          text=True, cwd=paths.ROOT, timeout=900)   # a guard against hangs, not a speed test
+    return run_main(kernels_main, "python -m lib.kernels", *args)
 
 
 @pytest.mark.parametrize("device", [L4, H200], ids=["L4", "H200"])
