@@ -86,7 +86,7 @@ def bench_training() -> list[dict]:
 # MKL_CBWR=COMPATIBLE (lib/__init__) runs the predictors' matmuls on MKL's vendor-neutral kernels, so that the committed
 # tables reproduce on any x86 CPU; on a 2-core AMD EPYC with AVX2 a 512 x 512 float32 linear layer ran at 36 GFLOP/s
 # under it against 68 under AUTO. The second row measures the same call under AUTO, whose forecasts differ in float32
-# last bits (README, Speed).
+# last bits (docs/piece-by-piece.md, Speed).
 def bench_predict() -> list[dict]:
     """Batched NeuSight prediction throughput over distinct kernel shapes, predictors loaded: as lib pins MKL, then
     with MKL's kernels for this CPU, and how far apart the two forecasts are."""
@@ -165,7 +165,7 @@ def _git(*args: str) -> str:
 
 def bench_machine() -> list[dict]:
     """What the numbers were measured on and at which commit: one row whose note names them (the README's speed table
-    cites it), since they depend on the CPU (README, Speed)."""
+    cites it), since they depend on the CPU (docs/piece-by-piece.md, Speed)."""
     from .numerics import numeric_env   # torch: imported only here
     env = numeric_env()
     edited = " with lib/ edited" if _git("status", "--porcelain", "lib") else ""

@@ -253,7 +253,7 @@ def load_kernels(ops=None, devices=None, splits=None, vendor: str = "nvidia") ->
 # An edit to the loader's code moves the fingerprint, and so every NeuSight predictor's cache key, even where the
 # kernel table comes out as it was. With $NEUSIGHT_MIGRATE_FROM set to the previous fingerprint, and the tables built
 # under both fingerprints equal, lib.predictors copies each missing model from its previous key instead of
-# retraining it (README, "Reproducibility and the predictor cache").
+# retraining it (docs/reproducibility.md).
 MIGRATE_ENV = "NEUSIGHT_MIGRATE_FROM"
 
 

@@ -56,7 +56,7 @@ def ledger_path(out: Path) -> Path:
 # met as a cache hit adds the training seconds recorded when it was trained; one the run trained is in the wall time:
 #   cold_s(notebook) = wall_s(notebook) + sum of train_s over the models it is the first notebook to load, cached
 def cold_estimate(runs: list[tuple[str, float, list[dict]]]) -> dict:
-    """{notebook: {wall_s, trained, loaded, cold_s}} of (notebook, wall_s, ledger records) in run order (README)."""
+    """{notebook: {wall_s, trained, loaded, cold_s}} of (notebook, wall_s, ledger records) in run order (docs/reproducibility.md, Cold runs)."""
     seen, out = set(), {}
     for name, wall_s, records in runs:
         trained = {r["model"] for r in records if not r["cached"]}

@@ -1,5 +1,5 @@
 """The numeric environment a predictor trains in: torch's thread count, MKL's kernels, the CPU and the library versions
-(notebook 03). With code and data they decide the weights (README, *Reproducibility and the predictor cache*), so
+(notebook 03). With code and data they decide the weights (docs/reproducibility.md), so
 lib.train names its cache folder by them and records them in every trained model's info.
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ TRAIN_THREADS = _train_threads()
 # avx512) did not. Two runs whose fingerprints differ sum matmuls in another order.
 @functools.cache
 def blas_fingerprint() -> str:
-    """md5 (12 hex digits) of one fixed float32 matmul on the training threads (PROVENANCE.json; README)."""
+    """md5 (12 hex digits) of one fixed float32 matmul on the training threads (PROVENANCE.json; docs/reproducibility.md)."""
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(1024, 256, generator=g), torch.randn(256, 512, generator=g)
     threads = torch.get_num_threads()
@@ -60,7 +60,7 @@ def library_versions() -> dict:
 @functools.cache
 def cpu_model() -> str:
     """The CPU's model name (/proc/cpuinfo, else platform.processor()): with the same vector ISA, MKL_CBWR and BLAS
-    fingerprint, an Intel Xeon trained other weights than an AMD EPYC (README, Reproducibility)."""
+    fingerprint, an Intel Xeon trained other weights than an AMD EPYC (docs/reproducibility.md)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -1,5 +1,5 @@
 """The trained predictors of the last full run, committed beside its figures (figures/predictors/), so that
-`make figures` on another CPU loads the weights the committed tables came from (README, Reproducibility).
+`make figures` on another CPU loads the weights the committed tables came from (docs/reproducibility.md).
 
 Training is chaotic in the last bit: the same code, data and seed train other weights on another CPU (an Intel Xeon
 against the AMD EPYC that made the earlier reference run of 2026-11-25, `make repro`; the committed weights are now

@@ -1,5 +1,5 @@
 """Does this machine train the committed weights? A one-minute check (on an idle machine) before a cold, hours-long
-training run (README, Reproducibility; the check scores as notebook 03 does).
+training run (docs/reproducibility.md; the check scores as notebook 03 does).
 
 `python -m lib.repro` trains notebook 03's tile-based batched-matmul predictor (lib.predictors' defaults: the model for
 GPUs never trained on and the one for the training GPUs) in a scratch folder, never the project's cache, and scores it

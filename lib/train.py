@@ -196,7 +196,7 @@ def cache_key(*parts) -> str:
 
 
 # The CPU model names the folder too: on 2026-11-26 an Intel Xeon whose BLAS fingerprint equals the AMD EPYC's of the
-# earlier reference run trained other weights from the same code and data (README, Reproducibility), so the fingerprint alone
+# earlier reference run trained other weights from the same code and data (docs/reproducibility.md), so the fingerprint alone
 # does not keep apart weights trained another way.
 def cache_folder() -> str:
     """torch<v>-numpy<v>-pandas<v>-<cpu model>-blas-<fingerprint>-threads<N>: one folder per numeric environment

@@ -30,7 +30,7 @@ def test_there_are_notebooks():
 
 
 def test_provenance_records_the_machine(tmp_path, monkeypatch):
-    # the CPU model too: the same vector ISA on another CPU trained other weights (README, Reproducibility)
+    # the CPU model too: the same vector ISA on another CPU trained other weights (docs/reproducibility.md)
     from lib import notebooks, numerics
     monkeypatch.setattr(paths, "FIGURES", tmp_path)
     notebooks.provenance([])

@@ -1,9 +1,12 @@
-"""README prose outside the generated result block: each number it quotes, recomputed from figures/tables/.
+"""README prose outside the generated result block, and its companion pages in docs/: each number they quote,
+recomputed from figures/tables/.
 
 tests/test_report.py guards the block between the result markers; this file guards the sentences around it
-("Two commands", "Reproducibility", "Status: what works, and how well"). Each check builds the README's
-phrase from a table's values, rounded as the README rounds them, and asserts the README says it. A few numbers
-exist in no table and are recomputed from the dataset itself (test_numbers_from_the_dataset, a few seconds).
+("Two commands", "Status: what works, and how well") and the pages the README sends a reader to for detail
+(docs/piece-by-piece.md, docs/reproducibility.md, docs/run-times.md), read as one text with it: "the README" below
+means all of them. Each check builds the README's phrase from a table's values, rounded as the README rounds them,
+and asserts the README says it. A few numbers exist in no table and are recomputed from the dataset itself
+(test_numbers_from_the_dataset, a few seconds).
 """
 import json
 import math
@@ -22,7 +25,9 @@ from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, asse
                     tiles_outside_candidates, candidate_columns, direct_ood_id_ratio,
                     training_gpus)
 
-README = (ROOT / "README.md").read_text()
+# the README's companion pages: the detail it links to, moved out so that the README reads in one sitting
+DOCS = ("piece-by-piece.md", "reproducibility.md", "run-times.md")
+README = "\n\n".join([(ROOT / "README.md").read_text()] + [(ROOT / "docs" / f).read_text() for f in DOCS])
 # the prose only: the generated block (guarded by tests/test_report.py) is cut out
 PROSE = re.sub(r"<!-- results:begin.*?<!-- results:end -->", "", README, flags=re.S)
 
@@ -788,7 +793,7 @@ def test_gpus_above_the_paper():
     above = per_gpu[per_gpu["below the paper"] != "yes"].reset_index().sort_values(["mode", "device"])
     phrase = and_list(f"{short[d]} ({mode})" for d, mode in zip(above["device"], above["mode"])) + " stay above"
     say(f"and {phrase} the paper's per-GPU averages.")
-    say(f"*End-to-end* below), and {phrase} the paper's per-GPU averages.")
+    say(f"*End-to-end* in [*Piece by piece*](docs/piece-by-piece.md)), and {phrase} the paper's per-GPU averages.")
 
 
 def test_e2e_fixed_time_variant():
@@ -1015,8 +1020,32 @@ def test_numbers_from_the_dataset(kernels):
         f"against {span(in_model_us.min(), in_model_us.max(), '.0f')} us for nodes of the same size")
 
 
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_links_between_the_pages_resolve():
+    """Every relative link of the README and its docs/ pages names a file that exists, and a heading of it where it
+    names an anchor: the detail moved to docs/ must stay reachable."""
+    pages = [ROOT / "README.md"] + [ROOT / "docs" / f for f in DOCS]
+    assert sorted(p.name for p in (ROOT / "docs").glob("*.md")) == sorted(DOCS), "a docs/ page the claims do not read"
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            headings = re.findall(r"^#+ (.+)$", linked.read_text(), flags=re.M) if linked.is_file() else []
+            if not linked.is_file() or (anchor and anchor not in {_anchor(h) for h in headings}):
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert not broken, f"links that lead nowhere: {broken}"
+
+
 def test_named_result_files_exist():
-    """Every figure or table the README points a reader to (figures/NAME.png, figures/tables/NAME.csv) is committed."""
+    """Every figure or table the README or its docs/ pages point a reader to (figures/NAME.png,
+    figures/tables/NAME.csv) is committed."""
     named = set(re.findall(r"figures/(?:tables/)?[\w.-]+\.(?:png|csv)", README))
     assert named, "the README names no result file"
     missing = sorted(n for n in named if not (ROOT / n).is_file())
