@@ -12,11 +12,13 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import papermill as pm
 import yaml
+from traitlets.config import Config
 
 from . import paths, reference_weights
 
@@ -40,8 +42,12 @@ def run(notebook: Path, params_file: Path, out: Path) -> None:
     out.with_suffix(".time.json").unlink(missing_ok=True)   # written on success only: a failed run is not a full one
     os.environ[paths.MODEL_LEDGER_ENV] = str(ledger.resolve())
     start = time.perf_counter()
-    pm.execute_notebook(str(notebook), str(out), parameters=load_params(params_file),
-                        cwd=str(paths.ROOT / "notebooks"), kernel_name="python3", progress_bar=True)
+    # The kernel listens on Unix sockets in a private folder rather than on localhost ports: no other user can
+    # connect to it, and ipykernel prints no "running over TCP without encryption" warning for every notebook
+    with tempfile.TemporaryDirectory(prefix="neusight-kernel-") as sockets:
+        ipc = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(sockets) / "kernel")}})
+        pm.execute_notebook(str(notebook), str(out), parameters=load_params(params_file), config=ipc,
+                            cwd=str(paths.ROOT / "notebooks"), kernel_name="python3", progress_bar=True)
     seconds = time.perf_counter() - start
     out.with_suffix(".time.json").write_text(json.dumps({"notebook": notebook.name, "wall_s": round(seconds, 1)}))
     print(f"{notebook.name}: {seconds:.0f} s", file=sys.stderr)

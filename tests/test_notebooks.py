@@ -159,3 +159,25 @@ def test_a_failed_run_leaves_no_time_record_so_provenance_sees_no_full_run(tmp_p
     monkeypatch.setattr(paths, "FIGURES", tmp_path / "figures")
     notebooks.provenance([out])
     assert "reference_weights" not in json.loads((tmp_path / "figures" / "PROVENANCE.json").read_text())
+
+
+def test_run_executes_over_private_sockets_and_leaves_none_behind(tmp_path, monkeypatch, capfd):
+    # a real kernel: reached over Unix sockets in a temporary folder, so ipykernel does not warn of unencrypted TCP
+    import tempfile
+
+    import nbformat
+    from lib import notebooks
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 20", metadata={"tags": ["parameters"]}),
+                                         nbformat.v4.new_code_cell("print(x + 1)")],
+                                  metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    (tmp_path / "p.yaml").write_text("x: 41\n")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    for name in (paths.MODEL_LEDGER_ENV, "TQDM_DISABLE"):   # run() sets both: restored after the test
+        monkeypatch.setenv(name, "before")
+    notebooks.run(tmp_path / "nb.ipynb", tmp_path / "p.yaml", tmp_path / "out" / "nb.ipynb")
+    outputs = nbformat.read(tmp_path / "out" / "nb.ipynb", as_version=4).cells[-1].outputs
+    assert [o.get("text") for o in outputs] == ["42\n"]
+    assert "without encryption" not in capfd.readouterr().err
+    assert list((tmp_path / "tmp").iterdir()) == []
