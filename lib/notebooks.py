@@ -42,15 +42,27 @@ def run(notebook: Path, params_file: Path, out: Path) -> None:
     out.with_suffix(".time.json").unlink(missing_ok=True)   # written on success only: a failed run is not a full one
     os.environ[paths.MODEL_LEDGER_ENV] = str(ledger.resolve())
     start = time.perf_counter()
-    # The kernel listens on Unix sockets in a private folder rather than on localhost ports: no other user can
-    # connect to it, and ipykernel prints no "running over TCP without encryption" warning for every notebook
     with tempfile.TemporaryDirectory(prefix="neusight-kernel-") as sockets:
-        ipc = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(sockets) / "kernel")}})
-        pm.execute_notebook(str(notebook), str(out), parameters=load_params(params_file), config=ipc,
-                            cwd=str(paths.ROOT / "notebooks"), kernel_name="python3", progress_bar=True)
+        pm.execute_notebook(str(notebook), str(out), parameters=load_params(params_file),
+                            config=kernel_transport(Path(sockets)), cwd=str(paths.ROOT / "notebooks"),
+                            kernel_name="python3", progress_bar=True)
     seconds = time.perf_counter() - start
     out.with_suffix(".time.json").write_text(json.dumps({"notebook": notebook.name, "wall_s": round(seconds, 1)}))
     print(f"{notebook.name}: {seconds:.0f} s", file=sys.stderr)
+
+
+# A Unix socket's path holds at most 103 bytes on macOS (107 on Linux); jupyter_client appends "-N" per channel.
+SOCKET_PATH_MAX_BYTES = 103
+
+
+def kernel_transport(folder: Path) -> Config:
+    """The kernel's sockets for run(): Unix sockets in `folder`, or localhost TCP where that path is too long (make figures)."""
+    # Unix sockets in a private folder: no other user can connect to the kernel, and ipykernel prints no
+    # "running over TCP without encryption" warning for every notebook
+    ip = str(folder / "kernel")
+    if len(os.fsencode(ip)) + len("-99") > SOCKET_PATH_MAX_BYTES:
+        return Config()
+    return Config({"KernelManager": {"transport": "ipc", "ip": ip}})
 
 
 def ledger_path(out: Path) -> Path:

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -161,23 +162,31 @@ def test_a_failed_run_leaves_no_time_record_so_provenance_sees_no_full_run(tmp_p
     assert "reference_weights" not in json.loads((tmp_path / "figures" / "PROVENANCE.json").read_text())
 
 
-def test_run_executes_over_private_sockets_and_leaves_none_behind(tmp_path, monkeypatch, capfd):
-    # a real kernel: reached over Unix sockets in a temporary folder, so ipykernel does not warn of unencrypted TCP
-    import tempfile
-
+def test_run_executes_over_private_sockets_and_leaves_none_behind(tmp_path):
+    # a real kernel, reached over Unix sockets in a temporary folder, so ipykernel does not warn of unencrypted TCP.
+    # In its own process, as make figures runs it: a kernel client's zmq context, collected later inside a
+    # long-lived test process, can block that process for good
     import nbformat
-    from lib import notebooks
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 20", metadata={"tags": ["parameters"]}),
                                          nbformat.v4.new_code_cell("print(x + 1)")],
                                   metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
     nbformat.write(nb, tmp_path / "nb.ipynb")
     (tmp_path / "p.yaml").write_text("x: 41\n")
-    (tmp_path / "tmp").mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    for name in (paths.MODEL_LEDGER_ENV, "TQDM_DISABLE"):   # run() sets both: restored after the test
-        monkeypatch.setenv(name, "before")
-    notebooks.run(tmp_path / "nb.ipynb", tmp_path / "p.yaml", tmp_path / "out" / "nb.ipynb")
-    outputs = nbformat.read(tmp_path / "out" / "nb.ipynb", as_version=4).cells[-1].outputs
-    assert [o.get("text") for o in outputs] == ["42\n"]
-    assert "without encryption" not in capfd.readouterr().err
-    assert list((tmp_path / "tmp").iterdir()) == []
+    out = tmp_path / "out" / "nb.ipynb"
+    with tempfile.TemporaryDirectory(prefix="nb-") as short:   # tmp_path is too long for a socket's path under xdist
+        run = subprocess.run([sys.executable, "-m", "lib.notebooks", "run", str(tmp_path / "nb.ipynb"),
+                              str(tmp_path / "p.yaml"), str(out)], cwd=paths.ROOT, env=dict(os.environ, TMPDIR=short),
+                             capture_output=True, text=True, timeout=300)
+        assert list(Path(short).iterdir()) == []
+    assert run.returncode == 0, run.stderr
+    assert [o.get("text") for o in nbformat.read(out, as_version=4).cells[-1].outputs] == ["42\n"]
+    assert "without encryption" not in run.stderr
+
+
+def test_a_folder_too_long_for_a_unix_socket_keeps_the_kernel_on_tcp():
+    from lib import notebooks
+    short = notebooks.kernel_transport(Path("/tmp/neusight-kernel-x"))
+    assert short.KernelManager.transport == "ipc" and short.KernelManager.ip == "/tmp/neusight-kernel-x/kernel"
+    deep = Path("/tmp") / ("d" * (notebooks.SOCKET_PATH_MAX_BYTES - len("/tmp/kernel-99")))   # one byte too many
+    assert "transport" not in notebooks.kernel_transport(deep).KernelManager
+    assert notebooks.kernel_transport(deep.with_name(deep.name[1:])).KernelManager.transport == "ipc"
