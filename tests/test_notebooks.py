@@ -173,7 +173,8 @@ def test_run_executes_over_private_sockets_and_leaves_none_behind(tmp_path):
     nbformat.write(nb, tmp_path / "nb.ipynb")
     (tmp_path / "p.yaml").write_text("x: 41\n")
     out = tmp_path / "out" / "nb.ipynb"
-    with tempfile.TemporaryDirectory(prefix="nb-") as short:   # tmp_path is too long for a socket's path under xdist
+    # tmp_path (under xdist) or a long TMPDIR is too long for a socket's path: the kernel would stay on TCP
+    with tempfile.TemporaryDirectory(prefix="nb-", dir="/tmp") as short:
         run = subprocess.run([sys.executable, "-m", "lib.notebooks", "run", str(tmp_path / "nb.ipynb"),
                               str(tmp_path / "p.yaml"), str(out)], cwd=paths.ROOT, env=dict(os.environ, TMPDIR=short),
                              capture_output=True, text=True, timeout=300)
