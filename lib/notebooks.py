@@ -56,7 +56,7 @@ SOCKET_PATH_MAX_BYTES = 103
 
 
 def kernel_transport(folder: Path) -> Config:
-    """The kernel's sockets for run(): Unix sockets in `folder`, or localhost TCP where that path is too long (make figures)."""
+    """run()'s kernel sockets: Unix ones in `folder`, or localhost TCP where that path is too long (make figures)."""
     # Unix sockets in a private folder: no other user can connect to the kernel, and ipykernel prints no
     # "running over TCP without encryption" warning for every notebook
     ip = str(folder / "kernel")
@@ -74,7 +74,7 @@ def ledger_path(out: Path) -> Path:
 # met as a cache hit adds the training seconds recorded when it was trained; one the run trained is in the wall time:
 #   cold_s(notebook) = wall_s(notebook) + sum of train_s over the models it is the first notebook to load, cached
 def cold_estimate(runs: list[tuple[str, float, list[dict]]]) -> dict:
-    """{notebook: {wall_s, trained, loaded, cold_s}} of (notebook, wall_s, ledger records) in run order (docs/reproducibility.md, Cold runs)."""
+    """{notebook: {wall_s, trained, loaded, cold_s}} of (notebook, wall_s, ledger records) in run order (docs/reproducibility.md)."""
     seen, out = set(), {}
     for name, wall_s, records in runs:
         trained = {r["model"] for r in records if not r["cached"]}

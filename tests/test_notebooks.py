@@ -167,9 +167,9 @@ def test_run_executes_over_private_sockets_and_leaves_none_behind(tmp_path):
     # In its own process, as make figures runs it: a kernel client's zmq context, collected later inside a
     # long-lived test process, can block that process for good
     import nbformat
+    kernelspec = {"name": "python3", "language": "python", "display_name": "Python 3"}
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 20", metadata={"tags": ["parameters"]}),
-                                         nbformat.v4.new_code_cell("print(x + 1)")],
-                                  metadata={"kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}})
+                                         nbformat.v4.new_code_cell("print(x + 1)")], metadata={"kernelspec": kernelspec})
     nbformat.write(nb, tmp_path / "nb.ipynb")
     (tmp_path / "p.yaml").write_text("x: 41\n")
     out = tmp_path / "out" / "nb.ipynb"
