@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -26,6 +27,46 @@ def file_path(arg: str) -> str:
     if special:
         raise argparse.ArgumentTypeError(f"{arg} is not a regular file (a pipe or device); give the JSON file's path")
     return arg
+
+
+def _words(name: str) -> frozenset:
+    """A name's words in lower case: 'NVIDIA_H100_80GB_HBM3' and 'nvidia h100-80gb hbm3' give the same four."""
+    return frozenset(re.findall(r"[a-z0-9]+", name.lower()))
+
+
+def named_file(arg: str, files: list, what: str) -> str:
+    """argparse type of a JSON input given by its path or by the name of one of the known `files`: the path."""
+    # A name matches a file by its words (case, '_', '-' and spaces aside) against the file name without '.json': the
+    # file whose words are exactly the name's, else the one file whose words include all of them ('H100', 'a100 80gb').
+    try:
+        a_path = Path(arg).exists() or arg.lower().endswith(".json") or "/" in arg or os.sep in arg
+    except OSError:   # a name the file system refuses: file_path says so
+        a_path = True
+    if a_path:
+        return file_path(arg)   # the loaders name a missing file
+    words = _words(arg)
+    exact = [f for f in files if _words(f.stem) == words]
+    found = exact or ([f for f in files if words <= _words(f.stem)] if words else [])
+    if len(found) == 1:
+        return str(found[0])
+    if found:
+        raise argparse.ArgumentTypeError(f"'{arg}' names {len(found)} known {what}s ({', '.join(f.stem for f in found)}); "
+                                         "give more of the name, or the JSON file's path")
+    known = ", ".join(sorted(f.stem for f in files)) or "none (run `make data` first)"
+    raise argparse.ArgumentTypeError(f"'{arg}' is neither a file nor the name of a known {what}; known: {known}")
+
+
+def device_arg(arg: str) -> str:
+    """argparse type of --device: a device JSON's path, or a known GPU's name ('H100', 'Tesla T4', 'NVIDIA_H200')."""
+    from .devices import device_files   # lazy: the other tools need no device list
+    return named_file(arg, device_files(), "GPU")
+
+
+def model_arg(arg: str) -> str:
+    """argparse type of --model: a config.json's path, or a known config's name ('gpt3_27', 'llama3_8b')."""
+    from . import paths
+    files = [f for d in (paths.MODEL_CONFIGS, paths.MODELS_ADDED) if d.is_dir() for f in sorted(d.glob("*.json"))]
+    return named_file(arg, files, "model config")
 
 
 def stdout_failed(error: OSError, *written) -> None:

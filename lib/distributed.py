@@ -238,13 +238,14 @@ def evaluate_labels(labels: pd.DataFrame, *, cfg_by_class=None, micro_batches: i
 
 
 def main(argv=None) -> int:
-    from .cli import Parser, file_path, stdout_failed
+    from .cli import Parser, device_arg, model_arg, stdout_failed
     from .devices import DeviceError, load_device
     from .model_config import GraphError
     p = Parser(prog="python -m lib.distributed", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, type=file_path,
-                   help="Hugging Face config.json (tp: a GPT-2, OPT or Llama-family one)")
-    p.add_argument("--device", required=True, type=file_path, help="device spec JSON (dataset format)")
+    p.add_argument("--model", required=True, type=model_arg,
+                   help="Hugging Face config.json (tp: a GPT-2, OPT or Llama-family one), or a known config's name")
+    p.add_argument("--device", required=True, type=device_arg,
+                   help="device spec JSON (dataset format), or a known GPU's name (H100, NVIDIA_H200)")
     p.add_argument("--batch", type=int, required=True, help="global batch: sequences per step over all GPUs")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence")
     p.add_argument("--layout", required=True, help="dp<n>, tp<n> or pp<n>_<micro-batches>, as the labels name them")

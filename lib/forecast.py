@@ -35,7 +35,7 @@ import pandas as pd
 
 from . import paths, reference_weights
 from .caveats import activation_gb, extrapolation_note, head_note, memory_note, spec_notes
-from .cli import Parser, file_path, stdout_failed
+from .cli import Parser, device_arg, model_arg, stdout_failed
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise
 from .graph import capture, parameter_count
@@ -237,10 +237,12 @@ def _why_not_forecast(table: pd.DataFrame, result: dict, device: Device, method:
 
 def main(argv=None) -> int:
     p = Parser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True, type=file_path,
+    p.add_argument("--model", required=True, type=model_arg,
                    help="Hugging Face config.json of a BERT, GPT-2, OPT, SwitchTransformer or Llama-family model "
-                        "(e.g. data/neusight/data/DLmodel_configs/gpt3_27.json, data/models/llama3_8b.json)")
-    p.add_argument("--device", required=True, type=file_path, help="device spec JSON (dataset format)")
+                        "(e.g. data/neusight/data/DLmodel_configs/gpt3_27.json, data/models/llama3_8b.json), or the name "
+                        "of one there (gpt3_27, llama3_8b)")
+    p.add_argument("--device", required=True, type=device_arg,
+                   help="device spec JSON (dataset format), or a known GPU's name (H100, Tesla T4, NVIDIA_H200)")
     p.add_argument("--batch", type=int, required=True, help="sequences per step")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence (<= the model's maximum)")
     p.add_argument("--mode", choices=("inference", "training"), required=True,

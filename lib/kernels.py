@@ -37,7 +37,7 @@ import pandas as pd
 
 from . import paths
 from .caveats import extrapolation_note, kernel_memory_note, spec_notes
-from .cli import Parser, file_path
+from .cli import Parser, device_arg
 from .data import OP_CLASS, DataError
 from .devices import Device, DeviceError, device_by_name, load_device
 from .envelope import cap
@@ -292,7 +292,8 @@ def _check_habitat_cap(pred: np.ndarray, kernels: pd.DataFrame, input_path: str,
 
 def main(argv=None) -> int:
     ap = Parser(prog="python -m lib.kernels", description=__doc__.splitlines()[0])
-    ap.add_argument("--device", required=True, type=file_path, help="device JSON (dataset format)")
+    ap.add_argument("--device", required=True, type=device_arg,
+                    help="device JSON (dataset format), or a known GPU's name (H100, Tesla T4, NVIDIA_H200)")
     ap.add_argument("--input", required=True, help="kernel CSV: OPName + B,M,N,K (bmm/linear), B,H (others) or bytes (mem) ('-': standard input)")
     ap.add_argument("--output", required=True, help="where to write the input + pred_ms ('-': standard output)")
     ap.add_argument("--method", default="neusight", choices=METHODS,

@@ -232,6 +232,7 @@ def test_cli_prints_the_forecast():
 
 @pytest.mark.parametrize("args, message", [
     (("--layout", "zz4"), "layout 'zz4'"),
+    (("--layout", "dp4", "--device", "A100"), "'A100' names 3 known GPUs"),
     (("--layout", "dp4", "--device", paths.DEVICE_CONFIGS / "AMD_Instinct_MI250.json"), "no node link for"),
     (("--layout", "dp8", "--nodes", "2", "--device", paths.DEVICE_CONFIGS / "NVIDIA_L4.json"), "no network link")])
 def test_cli_errors_are_one_line(args, message):

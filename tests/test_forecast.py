@@ -65,6 +65,17 @@ def test_cli_answers_four_keys_for_l4():
     assert out["latency_ms"] > 0 and out["backward_ms"] == 0 and out["kernels"] == 36 * 27 + 22 + 2
 
 
+def test_cli_takes_a_model_and_a_gpu_by_name():
+    # --model gpt2_large --device l4: the same files, so the same forecast, as their paths
+    by_path, by_name = (cli("--model", m, "--device", d, "--batch", 2, "--seq", 128, "--mode", "training",
+                            "--method", "roofline") for m, d in ((GPT2, L4), ("gpt2_large", "l4")))
+    assert by_path.returncode == by_name.returncode == 0, by_name.stderr
+    assert json.loads(by_name.stdout) == json.loads(by_path.stdout)
+    r = cli("--model", "gpt2", "--device", L4, "--batch", 1, "--seq", 8, "--mode", "inference")
+    assert r.returncode == 2 and r.stderr.startswith("error: argument --model: 'gpt2' names 3 known model configs "
+                                                     "(gpt2_large, gpt2_med, gpt2_xl)"), r.stderr
+
+
 def test_cli_warns_when_weights_and_gradients_or_activations_exceed_memory(tmp_path):
     # GPT2-Large: 0.774 B parameters -> fp32 weights 3.1 GB, + gradients 6.2 GB; an L4 spec with 4 GB of memory
     small = tmp_path / "small_l4.json"

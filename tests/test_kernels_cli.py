@@ -61,7 +61,7 @@ def test_cli_predicts_for_a_device_without_measurements(device, tiny_config, tmp
 def test_cli_roofline_by_hand(tmp_path):
     inp, out = tmp_path / "k.csv", tmp_path / "p.csv"
     pd.DataFrame({"OPName": ["bmm"], "B": [1], "M": [4096], "N": [4096], "K": [4096]}).to_csv(inp, index=False)
-    assert cli("--device", L4, "--input", inp, "--output", out, "--method", "roofline").returncode == 0
+    assert cli("--device", "L4", "--input", inp, "--output", out, "--method", "roofline").returncode == 0   # by name
     # 2*4096^3 FLOP; intensity = 2*4096^3 / (4*3*4096^2) = 682.7 FLOP/B -> compute bound at 31334 GFLOP/s
     expected_ms = 2 * 4096 ** 3 / 31334e9 * 1e3
     assert pd.read_csv(out)["pred_ms"].iloc[0] == pytest.approx(expected_ms, rel=1e-9)
