@@ -267,7 +267,7 @@ AMENDMENT8_TILES = {"BMM": "hybrid", "FC": "hybrid"}
 # with 12% and 27%. Motivation, label-free: the classifier knows only what the training GPUs' libraries ran, and a
 # decision forest asked about a GPU beyond them answers as the edge of their range does. The H100's 132 SMs and 67
 # TFLOP/s lie beyond every training GPU's, and so do the L4's 31 TFLOP/s and 48 MB of L2, where notebook 05's size
-# sweep finds a linear layer of 32 rows forecast slower than one of 1,024 through the classifier's tile (README, Where it falls short).
+# sweep finds a linear layer of 32 rows forecast slower than one of 1,024 through the classifier's tile (docs/shortfalls.md).
 # Change (lib.tile_choice.within_range, lib.kernels.SPEC_TILES = 'ranged'): amendment 8's narrow GEMMs take the
 # classifier's tile only on a GPU whose spec lies within the range of the GPUs the classifier was fitted on (ends
 # included), on every spec field it reads (lib.tile_choice.SPEC_COLS: SMs, peak FLOP/s, bandwidth, L2, memory);

@@ -26,7 +26,7 @@ from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, asse
                     training_gpus)
 
 # the README's companion pages: the detail it links to, moved out so that the README reads in one sitting
-DOCS = ("piece-by-piece.md", "reproducibility.md", "run-times.md")
+DOCS = ("piece-by-piece.md", "reproducibility.md", "run-times.md", "shortfalls.md")
 README = "\n\n".join([(ROOT / "README.md").read_text()] + [(ROOT / "docs" / f).read_text() for f in DOCS])
 # the prose only: the generated block (guarded by tests/test_report.py) is cut out
 PROSE = re.sub(r"<!-- results:begin.*?<!-- results:end -->", "", README, flags=re.S)
@@ -793,7 +793,10 @@ def test_gpus_above_the_paper():
     above = per_gpu[per_gpu["below the paper"] != "yes"].reset_index().sort_values(["mode", "device"])
     phrase = and_list(f"{short[d]} ({mode})" for d, mode in zip(above["device"], above["mode"])) + " stay above"
     say(f"and {phrase} the paper's per-GPU averages.")
-    say(f"*End-to-end* in [*Piece by piece*](docs/piece-by-piece.md)), and {phrase} the paper's per-GPU averages.")
+    say(f"*End-to-end* in [*Piece by piece*](piece-by-piece.md)), and {phrase} the paper's per-GPU averages.")
+    # the README's short list counts them
+    say(f"the 5% targets are missed in both modes, and {WORDS[len(above)]} of the {WORDS[len(per_gpu)]} GPU averages "
+        "stay above the paper's")
 
 
 def test_e2e_fixed_time_variant():
@@ -1058,9 +1061,12 @@ def test_seed_spread():
     bmm, soft = r[("OOD", "BMM")], r[("OOD", "SOFTMAX")]
     ci = table("perop_ci").query("split == 'OOD' and method == @SPEC").set_index("op_class")["vs_paper"]
     assert ci["SOFTMAX"] == "above" and ci["BMM"] in ("above", "spans")
-    say("(table above; both 95% intervals lie above the paper's numbers)" if ci["BMM"] == "above" else
-        "(table above; softmax's 95% interval lies above the paper's number, batched matmul's reaches below it)")
+    results = "(the README's [results](../README.md#results); "
+    say(results + "both 95% intervals lie above the paper's numbers)" if ci["BMM"] == "above" else
+        results + "softmax's 95% interval lies above the paper's number, batched matmul's reaches below it)")
     assert bmm["vs_paper"] == "above" and soft["vs_paper"] == "above"
+    say(f"batched matmul and softmax stay above the paper's out-of-distribution MAPE (table above), whichever of "
+        f"{WORDS[bmm['seeds']]} training seeds trains them")
     say(f"trained from {WORDS[bmm['seeds']]} seeds, batched matmul lands at {bmm['range']}%, above the paper's "
         f"{bmm['paper']} every time, and softmax at {soft['range']}%, above the paper's {soft['paper']} every time too")
     spread = table("04-seed-spread").set_index(["split", "op_class"])["mean_forecast_pct"]
