@@ -26,7 +26,7 @@ from claims import (QUARTERS, ROOT, SPEC, WORDS, amendment2_rows, and_list, asse
                     training_gpus)
 
 # the README's companion pages: the detail it links to, moved out so that the README reads in one sitting
-DOCS = ("piece-by-piece.md", "reproducibility.md", "run-times.md", "shortfalls.md")
+DOCS = ("cli.md", "piece-by-piece.md", "reproducibility.md", "run-times.md", "shortfalls.md")
 README = "\n\n".join([(ROOT / "README.md").read_text()] + [(ROOT / "docs" / f).read_text() for f in DOCS])
 # the prose only: the generated block (guarded by tests/test_report.py) is cut out
 PROSE = re.sub(r"<!-- results:begin.*?<!-- results:end -->", "", README, flags=re.S)
