@@ -1,0 +1,108 @@
+"""Which GPU, which batch: one model forecast on several GPUs and batch sizes in one call, as a CSV table (notebook 05).
+
+    python -m lib.sweep --model gpt3_27 --device H100 H200 L4 --batch 1 2 4 --seq 1024 --mode training
+
+Each row is what `python -m lib.forecast` prints for that GPU and batch (the same numbers up to float32 last bits), by
+lib.forecast.forecast_sweep: one graph capture per batch, one prediction pass per vendor's models.
+"""
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+
+from .cli import Parser, device_arg, model_arg, stdout_failed
+from .devices import DeviceError, load_device
+from .forecast import forecast_sweep
+from .model_config import GraphError
+
+# the baselines that can give no answer (li without the target's measurements, habitat past its cap) are left to
+# lib.forecast, which checks each forecast
+METHODS = ("neusight", "roofline")
+COLUMNS = ["device", "batch", "seq", "mode", "latency_ms", "forward_ms", "backward_ms", "kernels", "fits_memory"]
+
+
+def sweep_table(model_config, devices, batches, seq: int, mode: str, *, method: str = "neusight",
+                fusion: bool = False) -> pd.DataFrame:
+    """forecast_sweep over GPUs of either vendor, each by its vendor's models, one row per (device, batch) in the order
+    given; fits_memory is False where the run cannot fit in the GPU's memory, and memory_note (not in the CSV) says
+    by how much, as lib.forecast warns (notebook 05)."""
+    from .caveats import activation_gb, memory_note
+    from .graph import parameter_count
+    from .kernels import vendor_models
+    devices = list(devices)
+    by_vendor: dict[str, list] = {}
+    for d in devices:
+        by_vendor.setdefault(d.vendor, []).append(d)
+    rows = pd.concat([forecast_sweep(model_config, group, batches, seq, mode, method=method, fusion=fusion,
+                                     cfg_by_class=vendor_models(group[0], method))
+                      for group in by_vendor.values()], ignore_index=True)
+    # the order given; a GPU or batch given twice keeps its first place
+    order = {"device": {n: i for i, n in reversed(list(enumerate(d.name for d in devices)))},
+             "batch": {int(b): i for i, b in reversed(list(enumerate(batches)))}}
+    rows = rows.drop_duplicates(["device", "batch"]).sort_values(["device", "batch"], key=lambda col: col.map(order[col.name]))
+    parameters = parameter_count(model_config)
+    saved = {b: activation_gb(model_config, b, seq) if mode == "training" else None for b in set(rows["batch"])}
+    specs = {d.name: d for d in devices}
+    notes = [memory_note(parameters, mode, specs[name], saved[b]) for name, b in zip(rows["device"], rows["batch"])]
+    rows = rows.assign(fits_memory=[n is None for n in notes], memory_note=[n or "" for n in notes])
+    return rows[COLUMNS + ["memory_note"]].reset_index(drop=True)
+
+
+def main(argv=None) -> int:
+    p = Parser(prog="python -m lib.sweep", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, type=model_arg,
+                   help="Hugging Face config.json, or the name of one in DLmodel_configs/ or data/models/ (gpt3_27)")
+    p.add_argument("--device", required=True, nargs="+", type=device_arg,
+                   help="device spec JSONs, or known GPUs' names (H100 H200 'Tesla T4')")
+    p.add_argument("--batch", type=int, required=True, nargs="+", help="sequences per step, one or more")
+    p.add_argument("--seq", type=int, required=True, help="tokens per sequence (<= the model's maximum)")
+    p.add_argument("--mode", choices=("inference", "training"), required=True,
+                   help="one forward pass, or forward + backward (no optimizer step)")
+    p.add_argument("--fusion", action="store_true", help="fuse chains of element-wise ops, as lib.forecast --fusion")
+    p.add_argument("--method", choices=METHODS, default="neusight",
+                   help="NeuSight (default) or the roofline; for the other baselines, lib.forecast")
+    p.add_argument("--output", default="-", help="CSV file to write ('-', the default: standard output)")
+    args = p.parse_args(argv)
+    from . import paths
+    for name, values in (("--batch", args.batch), ("--seq", [args.seq])):
+        if min(values) < 1:
+            print(f"error: {name} must be positive integers, got {min(values)}", file=sys.stderr)
+            return 2
+    if args.output != "-" and (problem := paths.output_problem(args.output, (args.model, *args.device))):
+        print(f"error: --output {args.output}: {problem}", file=sys.stderr)
+        return 2
+    from .caveats import extrapolation_note, head_note, spec_notes
+    try:
+        devices = [load_device(path) for path in args.device]
+        table = sweep_table(args.model, devices, args.batch, args.seq, args.mode, method=args.method,
+                            fusion=args.fusion)
+    except (DeviceError, GraphError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if len(bad := table[~(table["latency_ms"] > 0)]):   # NaN or not positive
+        print(f"error: the forecast for {bad['device'].iloc[0]} is not a positive number; check its spec values",
+              file=sys.stderr)
+        return 2
+    for device in devices:
+        for note in (extrapolation_note(device), *spec_notes(device)):
+            if note:
+                print(f"warning: {note}", file=sys.stderr)
+    for row in table[~table["fits_memory"]].itertuples():
+        print(f"warning: batch {row.batch}: {row.memory_note}", file=sys.stderr)
+    if note := head_note(args.model, args.mode):
+        print(f"note: {note}", file=sys.stderr)
+    if args.output != "-":
+        paths.write_atomic(args.output, lambda tmp: table[COLUMNS].to_csv(tmp, index=False))
+        print(f"wrote {len(table)} forecasts to {args.output}", file=sys.stderr)
+        return 0
+    try:
+        print(table[COLUMNS].to_csv(index=False), end="", flush=True)
+    except OSError as e:   # a full disk, a reader that quit
+        stdout_failed(e)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

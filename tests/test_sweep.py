@@ -1,0 +1,85 @@
+"""python -m lib.sweep and lib.sweep.sweep_table (notebook 05): several GPUs and batches, each as lib.forecast gives it."""
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from lib import paths
+from lib.devices import load_device
+from lib.forecast import forecast, main as forecast_main
+from lib.sweep import COLUMNS, main as sweep_main, sweep_table
+
+from cli_run import run_main, run_module
+
+GPT2 = paths.MODEL_CONFIGS / "gpt2_large.json"
+GPT3_27 = paths.MODEL_CONFIGS / "gpt3_27.json"
+L4 = paths.DEVICE_CONFIGS / "NVIDIA_L4.json"
+T4 = paths.DEVICE_CONFIGS / "Tesla_T4.json"
+MI250 = paths.DEVICE_CONFIGS / "AMD_Instinct_MI250.json"
+
+
+def cli(*args):
+    return run_main(sweep_main, "python -m lib.sweep", *args)
+
+
+def test_rows_follow_the_order_given_and_equal_single_forecasts():
+    l4, t4 = load_device(L4), load_device(T4)
+    table = sweep_table(GPT2, [t4, l4, t4], [8, 2, 8], 256, "inference", method="roofline")
+    # each GPU and batch once, in the order first given
+    assert list(zip(table.device, table.batch)) == [(t4.name, 8), (t4.name, 2), (l4.name, 8), (l4.name, 2)]
+    for row in table.itertuples():
+        one = forecast(GPT2, t4 if row.device == t4.name else l4, row.batch, 256, "inference", method="roofline")
+        assert row.latency_ms == pytest.approx(one["latency_ms"], rel=1e-6) and row.kernels == one["kernels"]
+        assert row.seq == 256 and row.mode == "inference" and row.backward_ms == 0 and row.fits_memory
+
+
+def test_cli_gives_each_gpu_the_answer_lib_forecast_gives_it():
+    # an NVIDIA and an AMD GPU in one call: each by its own vendor's NeuSight models, as lib.forecast picks them
+    r = cli("--model", "gpt2_large", "--device", "MI250", "L4", "--batch", 1, "--seq", 128, "--mode", "training")
+    assert r.returncode == 0, r.stderr
+    table = pd.read_csv(io.StringIO(r.stdout))
+    assert list(table.columns) == COLUMNS and list(table.device) == ["AMD Instinct MI250", "NVIDIA L4"]
+    for row, device in zip(table.itertuples(), (MI250, L4)):
+        one = run_main(forecast_main, "python -m lib.forecast", "--model", GPT2, "--device", device, "--batch", 1,
+                       "--seq", 128, "--mode", "training")
+        assert one.returncode == 0, one.stderr
+        single = json.loads(one.stdout)
+        for key in ("latency_ms", "forward_ms", "backward_ms"):
+            assert getattr(row, key) == pytest.approx(single[key], rel=1e-6), (device, key)
+        assert row.kernels == single["kernels"]
+    # the warnings lib.forecast prints for each GPU, each once
+    assert r.stderr.count("warning: NVIDIA L4's machine balance") == 1
+    assert r.stderr.count("warning: AMD Instinct MI250 is not an NVIDIA GPU") == 1
+
+
+def test_a_run_that_cannot_fit_is_flagged_and_warned(tmp_path):
+    out = tmp_path / "sweep.csv"
+    r = cli("--model", GPT3_27, "--device", L4, "--batch", 1, "--seq", 1024, "--mode", "training", "--method",
+            "roofline", "--output", out)
+    assert r.returncode == 0 and r.stdout == "", r.stderr
+    table = pd.read_csv(out)
+    assert len(table) == 1 and not table.fits_memory.iloc[0]
+    assert "warning: batch 1: the model's fp32 weights (10.6 GB, 2.65 B parameters)" in r.stderr
+    assert "more than NVIDIA L4's 24 GB" in r.stderr and f"wrote 1 forecasts to {out}" in r.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--batch", 0), "error: --batch must be positive integers, got 0"),
+    (("--device", "A100"), "error: argument --device: 'A100' names 3 known GPUs"),
+    (("--method", "li"), "error: argument --method: invalid choice: 'li'"),
+    (("--seq", 4096), "seq 4096 is longer than the model's maximum of 1024 positions"),
+])
+def test_cli_errors_are_one_line(args, message):
+    base = {"--model": GPT2, "--device": L4, "--batch": 1, "--seq": 128, "--mode": "inference", "--method": "roofline"}
+    extra = dict(zip(args[::2], args[1::2]))
+    r = cli(*[x for k, v in {**base, **extra}.items() for x in (k, v)])
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert message in r.stderr, r.stderr
+
+
+def test_the_real_process_prints_the_table():
+    r = run_module("lib.sweep", "--model", "gpt2_large", "--device", "T4", "--batch", 1, 2, "--seq", 64, "--mode",
+                   "inference", "--method", "roofline")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == ",".join(COLUMNS) and len(r.stdout.splitlines()) == 3
