@@ -123,6 +123,14 @@ def kernel_memory_note(kernels, device, bytes_per_element: int = 4) -> str | Non
             f"alone need more than {device.name}'s {device.mem_gb:g} GB of memory: such kernels could not run on it as given")
 
 
+def fusion_note(fusion: bool, mode: str) -> str | None:
+    """One line when a forecast fuses a training pass, which no label validates, else None (notebook 05)."""
+    if fusion and mode == "training":
+        return ("--fusion in training mode fuses the backward pass too; every fused label of the dataset is inference, "
+                "so this forecast is unvalidated")
+    return None
+
+
 def head_note(model_config, mode: str) -> str | None:
     """One line when a model config's `architectures` names another class than the one the forecast builds, else None
     (notebook 05). The class follows the labels (lib.model_config.ARCHS): a BERT config is built as the dataset's BERT-Large

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from . import paths, reference_weights
-from .caveats import activation_gb, extrapolation_note, head_note, memory_note, spec_notes
+from .caveats import activation_gb, extrapolation_note, fusion_note, head_note, memory_note, spec_notes
 from .cli import Parser, device_arg, model_arg, stdout_failed
 from .devices import Device, DeviceError, load_device
 from .fusion import fuse_elementwise
@@ -295,10 +295,8 @@ def main(argv=None) -> int:
         except OSError as e:
             print(f"error: --kernels-out {args.kernels_out}: {e.strerror or e}", file=sys.stderr)
             return 2
-    unvalidated = ("--fusion in training mode fuses the backward pass too; every fused label of the dataset is "
-                   "inference, so this forecast is unvalidated") if args.fusion and args.mode == "training" else None
     for note in (extrapolation_note(device), *spec_notes(device),
-                 memory_note(parameters, args.mode, device, saved_gb), unvalidated):
+                 memory_note(parameters, args.mode, device, saved_gb), fusion_note(args.fusion, args.mode)):
         if note:
             print(f"warning: {note}", file=sys.stderr)
     if note := head_note(args.model, args.mode):

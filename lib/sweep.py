@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     if args.output != "-" and (problem := paths.output_problem(args.output, (args.model, *args.device))):
         print(f"error: --output {args.output}: {problem}", file=sys.stderr)
         return 2
-    from .caveats import extrapolation_note, head_note, spec_notes
+    from .caveats import extrapolation_note, fusion_note, head_note, spec_notes
     try:
         devices = [load_device(path) for path in args.device]
         table = sweep_table(args.model, devices, args.batch, args.seq, args.mode, method=args.method,
@@ -84,10 +84,10 @@ def main(argv=None) -> int:
         print(f"error: the forecast for {bad['device'].iloc[0]} is not a positive number; check its spec values",
               file=sys.stderr)
         return 2
-    for device in devices:
-        for note in (extrapolation_note(device), *spec_notes(device)):
-            if note:
-                print(f"warning: {note}", file=sys.stderr)
+    for note in (*[n for d in devices for n in (extrapolation_note(d), *spec_notes(d))],
+                 fusion_note(args.fusion, args.mode)):
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
     for row in table[~table["fits_memory"]].itertuples():
         print(f"warning: batch {row.batch}: {row.memory_note}", file=sys.stderr)
     if note := head_note(args.model, args.mode):

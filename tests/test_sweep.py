@@ -83,3 +83,10 @@ def test_the_real_process_prints_the_table():
                    "inference", "--method", "roofline")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == ",".join(COLUMNS) and len(r.stdout.splitlines()) == 3
+
+
+def test_fused_training_is_said_to_be_unvalidated_once():
+    base = ("--model", GPT2, "--device", L4, T4, "--batch", 1, "--seq", 8, "--method", "roofline", "--fusion")
+    training, inference = cli(*base, "--mode", "training"), cli(*base, "--mode", "inference")
+    assert training.returncode == 0 and training.stderr.count("every fused label of the dataset is inference") == 1
+    assert inference.returncode == 0 and "every fused label" not in inference.stderr
