@@ -73,11 +73,17 @@ def main(argv=None) -> int:
         print(f"error: --output {args.output}: {problem}", file=sys.stderr)
         return 2
     from .caveats import extrapolation_note, fusion_note, head_note, spec_notes
+    from .data import DataError
+    from .kernel_input import KernelInputError
     try:
         devices = [load_device(path) for path in args.device]
         table = sweep_table(args.model, devices, args.batch, args.seq, args.mode, method=args.method,
                             fusion=args.fusion)
-    except (DeviceError, GraphError, ValueError) as e:
+    except KernelInputError as e:   # as lib.forecast says it: the config's sizes made the kernel
+        print(f"error: {args.model}: the model's graph has a kernel the predictors cannot take ({e}); check the "
+              "config's sizes", file=sys.stderr)
+        return 2
+    except (DataError, DeviceError, GraphError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if len(bad := table[~(table["latency_ms"] > 0)]):   # NaN or not positive
@@ -93,7 +99,11 @@ def main(argv=None) -> int:
     if note := head_note(args.model, args.mode):
         print(f"note: {note}", file=sys.stderr)
     if args.output != "-":
-        paths.write_atomic(args.output, lambda tmp: table[COLUMNS].to_csv(tmp, index=False))
+        try:
+            paths.write_atomic(args.output, lambda tmp: table[COLUMNS].to_csv(tmp, index=False))
+        except OSError as e:
+            print(f"error: --output {args.output}: {e.strerror or e}", file=sys.stderr)
+            return 2
         print(f"wrote {len(table)} forecasts to {args.output}", file=sys.stderr)
         return 0
     try:
