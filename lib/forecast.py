@@ -235,6 +235,15 @@ def _why_not_forecast(table: pd.DataFrame, result: dict, device: Device, method:
     return None
 
 
+def input_error(model_config, error: Exception) -> str:
+    """The one-line message of a forecast CLI (this one, lib.sweep) for an error its inputs raised (notebook 05)."""
+    from .kernel_input import KernelInputError
+    if isinstance(error, KernelInputError):   # no kernel CSV here: the config's sizes made the kernel
+        return (f"error: {model_config}: the model's graph has a kernel the predictors cannot take ({error}); check "
+                "the config's sizes")
+    return f"error: {error}"
+
+
 def main(argv=None) -> int:
     p = Parser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=model_arg,
@@ -268,7 +277,6 @@ def main(argv=None) -> int:
         print(f"error: --kernels-out {args.kernels_out}: {problem}", file=sys.stderr)
         return 2
     from .data import DataError
-    from .kernel_input import KernelInputError
     from .kernels import vendor_models
     try:
         device = load_device(args.device)
@@ -279,12 +287,8 @@ def main(argv=None) -> int:
         result = summarize(table)
         parameters = parameter_count(args.model)
         saved_gb = activation_gb(args.model, args.batch, args.seq) if args.mode == "training" else None
-    except KernelInputError as e:   # no kernel CSV here: the config's sizes made the kernel
-        print(f"error: {args.model}: the model's graph has a kernel the predictors cannot take ({e}); check the "
-              "config's sizes", file=sys.stderr)
-        return 2
     except (DataError, DeviceError, GraphError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(input_error(args.model, e), file=sys.stderr)
         return 2
     if why := _why_not_forecast(table, result, device, args.method, args.device):
         print(f"error: method '{args.method}' cannot forecast {device.name}: {why}", file=sys.stderr)

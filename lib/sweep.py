@@ -13,7 +13,7 @@ import pandas as pd
 
 from .cli import Parser, device_arg, model_arg, stdout_failed
 from .devices import DeviceError, load_device
-from .forecast import forecast_sweep
+from .forecast import forecast_sweep, input_error
 from .model_config import GraphError
 
 # the baselines that can give no answer (li without the target's measurements, habitat past its cap) are left to
@@ -74,17 +74,12 @@ def main(argv=None) -> int:
         return 2
     from .caveats import extrapolation_note, fusion_note, head_note, spec_notes
     from .data import DataError
-    from .kernel_input import KernelInputError
     try:
         devices = [load_device(path) for path in args.device]
         table = sweep_table(args.model, devices, args.batch, args.seq, args.mode, method=args.method,
                             fusion=args.fusion)
-    except KernelInputError as e:   # as lib.forecast says it: the config's sizes made the kernel
-        print(f"error: {args.model}: the model's graph has a kernel the predictors cannot take ({e}); check the "
-              "config's sizes", file=sys.stderr)
-        return 2
-    except (DataError, DeviceError, GraphError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (DataError, DeviceError, GraphError, ValueError) as e:   # KernelInputError is a ValueError
+        print(input_error(args.model, e), file=sys.stderr)
         return 2
     if len(bad := table[~(table["latency_ms"] > 0)]):   # NaN or not positive
         print(f"error: the forecast for {bad['device'].iloc[0]} is not a positive number; check its spec values",
