@@ -208,7 +208,7 @@ def test_predict_throughput_under_mkl_auto_as_bench_measured_it():
 def test_dataset_gpu_and_model_counts():
     """Counts of GPUs, kernel rows, added devices and models: coverage, device-specs, predictor_scaling, e2e tables."""
     say(f"Predictors train on {WORDS[len(training_gpus())]} GPUs only")
-    say(f"every kernel CSV of the shared dataset loads into one tidy table ({table('coverage')['total'].sum():,} NVIDIA rows")
+    say(f"Every kernel CSV of the shared dataset loads into one tidy table ({table('coverage')['total'].sum():,} NVIDIA rows")
     # data/devices/ adds: the devices device-specs.csv marks as added, short names as the README writes them
     specs = table("device-specs")
     added = {re.sub(r"^(NVIDIA |AMD Instinct )", "", d) for d in specs.loc[specs["added"], "device"]}
@@ -219,7 +219,7 @@ def test_dataset_gpu_and_model_counts():
     scaling = table("predictor_scaling")
     layers = {p: "/".join(str(n) for n in g["layers"]) for p, g in scaling.groupby("predictor")}
     say(f"(MLP {layers['MLP']} layers, transformer {layers['Transformer']})")
-    say(f"bigger direct predictors (MLP {layers['MLP']}, transformer {layers['Transformer']}) do not")
+    say(f"Bigger direct predictors (MLP {layers['MLP']}, transformer {layers['Transformer']}) do not")
     direct = scaling[scaling["predictor"].isin(["MLP", "Transformer"])]
     ids = {p: g.sort_values("layers")["in_dist_mape"].tolist() for p, g in direct.groupby("predictor")}
     lower = {p: "holds" if v[-1] < v[0] else "does not hold" for p, v in ids.items()}
