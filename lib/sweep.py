@@ -11,6 +11,7 @@ import sys
 
 import pandas as pd
 
+from . import paths
 from .cli import Parser, device_arg, model_arg, stdout_failed
 from .devices import DeviceError, load_device
 from .forecast import forecast_sweep, input_error
@@ -64,7 +65,6 @@ def main(argv=None) -> int:
                    help="NeuSight (default) or the roofline; for the other baselines, lib.forecast")
     p.add_argument("--output", default="-", help="CSV file to write ('-', the default: standard output)")
     args = p.parse_args(argv)
-    from . import paths
     for name, values in (("--batch", args.batch), ("--seq", [args.seq])):
         if min(values) < 1:
             print(f"error: {name} must be positive integers, got {min(values)}", file=sys.stderr)

@@ -643,14 +643,18 @@ def test_cli_that_cannot_print_its_answer_fails_and_leaves_no_kernel_table(tmp_p
                                                  "device)") and "Traceback" not in r.stderr
 
 
-def test_cli_names_the_model_config_when_its_sizes_make_a_bad_kernel(monkeypatch, capsys):
-    from lib import forecast as F
+@pytest.mark.parametrize("module, step", [("lib.forecast", "forecast_table"), ("lib.sweep", "forecast_sweep")])
+def test_cli_names_the_model_config_when_its_sizes_make_a_bad_kernel(module, step, monkeypatch, capsys):
+    # lib.forecast and lib.sweep say it alike (lib.forecast.input_error)
+    import importlib
     from lib.kernel_input import KernelInputError
+    cli_module = importlib.import_module(module)
 
     def bad(*a, **k):
         raise KernelInputError("column 'K' must be a positive integer for bmm/linear (row 16)")
-    monkeypatch.setattr(F, "forecast_table", bad)
-    assert F.main(["--model", str(GPT2), "--device", str(L4), "--batch", "1", "--seq", "8", "--mode", "inference"]) == 2
+    monkeypatch.setattr(cli_module, step, bad)
+    assert cli_module.main(["--model", str(GPT2), "--device", str(L4), "--batch", "1", "--seq", "8", "--mode",
+                            "inference"]) == 2
     assert capsys.readouterr().err == (f"error: {GPT2}: the model's graph has a kernel the predictors cannot take "
                                        "(column 'K' must be a positive integer for bmm/linear (row 16)); check the "
                                        "config's sizes\n")

@@ -91,15 +91,3 @@ def test_fused_training_is_said_to_be_unvalidated_once():
     assert training.returncode == 0 and training.stderr.count("every fused label of the dataset is inference") == 1
     assert inference.returncode == 0 and "every fused label" not in inference.stderr
 
-
-def test_a_bad_kernel_from_the_config_names_the_config(monkeypatch, capsys):
-    from lib import sweep as S
-    from lib.kernel_input import KernelInputError
-
-    def bad(*a, **k):
-        raise KernelInputError("column 'K' must be a positive integer for bmm/linear (row 16)")
-    monkeypatch.setattr(S, "forecast_sweep", bad)
-    assert S.main(["--model", str(GPT2), "--device", str(L4), "--batch", "1", "--seq", "8", "--mode", "inference"]) == 2
-    assert capsys.readouterr().err == (f"error: {GPT2}: the model's graph has a kernel the predictors cannot take "
-                                       "(column 'K' must be a positive integer for bmm/linear (row 16)); check the "
-                                       "config's sizes\n")
