@@ -34,7 +34,7 @@ class KernelInputError(ValueError):
 def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
     """Validated copy of a kernel table: known ops, required positive dims per op kind."""
     if "op" not in df.columns:
-        raise KernelInputError("missing column 'op' (or 'OPName')")
+        raise KernelInputError("missing column 'op' (or 'OPName')" + _near_names(("op", "OPName"), df.columns))
     if df["op"].isna().any():
         raise KernelInputError(f"row {int(np.flatnonzero(df['op'].isna())[0])}: no op name in column 'op' (or 'OPName')")
     ops = df["op"].astype(str)
@@ -52,7 +52,7 @@ def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
             continue
         for col in dims:
             if col not in out.columns:
-                raise KernelInputError(f"missing column '{col}' (needed by {what})")
+                raise KernelInputError(f"missing column '{col}' (needed by {what})" + _near_names((col,), out.columns))
             x = pd.to_numeric(out[col], errors="coerce").to_numpy(float, copy=True)
             x[_booleans(out[col])] = np.nan   # True is not the dimension 1
             # bytes: any number >= 0; a tensor dimension: a whole number >= 1
@@ -65,6 +65,13 @@ def check_kernels(df: pd.DataFrame) -> pd.DataFrame:
     for col in ("B", "M", "N", "K", "H", "bytes"):
         out[col] = pd.to_numeric(out[col], errors="coerce") if col in out.columns else np.nan
     return out
+
+
+def _near_names(wanted: tuple, columns) -> str:
+    """'; the header has ' B' ...' where a column is one of `wanted` but for case or surrounding spaces, else ''."""
+    key = lambda name: str(name).strip().lower()
+    near = [str(c) for c in columns if key(c) in {key(w) for w in wanted}]
+    return f"; the header has {', '.join(map(repr, near))} (names are matched exactly: case and spaces count)" if near else ""
 
 
 # Every kernel the predictors learned from ran in fp32 (TF32 off), so a column asking for another precision cannot be

@@ -94,8 +94,11 @@ def test_cli_li_cannot_forecast_an_ood_gpu(tmp_path):
     (pd.DataFrame({"OPName": ["add", "add"], "B": [True, False], "H": [4, 4]}), "column 'B' must be a positive integer"),
     (pd.DataFrame({"OPName": ["add", None], "B": [1, 1], "H": [4, 4]}), "row 1: no op name"),
     (pd.DataFrame({"OPName": ["add"], "B": [1], "H": [4], "dtype": ["bf16"]}), "column 'dtype' asks for 'bf16'"),
+    (pd.DataFrame({"OPName": ["bmm"], "B": [1], "M": [4], "N": [4], " K": [4]}),
+     "missing column 'K' (needed by bmm/linear); the header has ' K' (names are matched exactly: case and spaces count)"),
+    (pd.DataFrame({"opname": ["add"], "B": [1], "H": [4]}), "missing column 'op' (or 'OPName'); the header has 'opname'"),
 ], ids=["unknown-op", "missing-column", "negative-dim", "fractional-dim", "no-op-column", "overflow", "boolean-dim",
-        "blank-op", "bf16-dtype"])
+        "blank-op", "bf16-dtype", "spaced-column", "lowercase-op-column"])
 def test_cli_bad_input_one_line(table, message, tmp_path):
     inp = tmp_path / "k.csv"
     table.to_csv(inp, index=False)
