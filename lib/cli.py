@@ -37,7 +37,8 @@ def _words(name: str) -> frozenset:
 def named_file(arg: str, files: list, what: str) -> str:
     """argparse type of a JSON input given by its path or by the name of one of the known `files`: the path."""
     # A name matches a file by its words (case, '_', '-' and spaces aside) against the file name without '.json': the
-    # file whose words are exactly the name's, else the one file whose words include all of them ('H100', 'a100 80gb').
+    # file whose words are exactly the name's, else the files whose words include all of them ('H100', 'a100 80gb'),
+    # else those with a word that begins with each of the name's words ('A100-80' for A100_80GB_PCIe); one must remain.
     try:
         a_path = Path(arg).exists() or arg.lower().endswith(".json") or "/" in arg or os.sep in arg
     except OSError:   # a name the file system refuses: file_path says so
@@ -47,6 +48,8 @@ def named_file(arg: str, files: list, what: str) -> str:
     words = _words(arg)
     exact = [f for f in files if _words(f.stem) == words]
     found = exact or ([f for f in files if words <= _words(f.stem)] if words else [])
+    found = found or ([f for f in files if all(any(v.startswith(w) for v in _words(f.stem)) for w in words)]
+                      if words else [])
     if len(found) == 1:
         return str(found[0])
     if found:

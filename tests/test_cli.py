@@ -57,6 +57,7 @@ def test_named_file_takes_a_name_by_its_words(tmp_path):
     for name, stem in [("H100", "NVIDIA_H100_80GB_HBM3"), ("nvidia h100 80gb hbm3", "NVIDIA_H100_80GB_HBM3"),
                        ("Tesla T4", "Tesla_T4"), ("t4", "Tesla_T4"), ("a100-80GB", "NVIDIA_A100_80GB_PCIe"),
                        ("L4", "NVIDIA_L4"),            # a whole word: not L40S
+                       ("A100-80", "NVIDIA_A100_80GB_PCIe"), ("L40", "NVIDIA_L40S"),   # words that begin a file's
                        ("bert", "bert")]:              # the exact words win over the files that include them
         assert cli.named_file(name, files, "GPU") == str(tmp_path / f"{stem}.json"), name
 
@@ -66,6 +67,8 @@ def test_named_file_names_the_candidates_when_a_name_fits_several_or_none(tmp_pa
     with pytest.raises(argparse.ArgumentTypeError,
                        match=r"'A100' names 2 known GPUs \(NVIDIA_A100-PCIE-40GB, NVIDIA_A100_80GB_PCIe\)"):
         cli.named_file("A100", files, "GPU")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"'a100 p' names 2 known GPUs"):   # 'p' begins both's 'pcie'
+        cli.named_file("a100 p", files, "GPU")
     with pytest.raises(argparse.ArgumentTypeError, match=r"'V100' is neither a file nor the name of a known GPU; "
                                                          r"known: NVIDIA_A100-PCIE-40GB, NVIDIA_A100_80GB_PCIe, Tesla_T4$"):
         cli.named_file("V100", files, "GPU")
