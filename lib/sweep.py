@@ -1,6 +1,6 @@
 """Which GPU, which batch: one model forecast on several GPUs and batch sizes in one call, as a CSV table (notebook 05).
 
-    python -m lib.sweep --model gpt3_27 --device H100 H200 L4 --batch 1 2 4 --seq 1024 --mode training
+    python -m lib.sweep --model gpt3_27 --device H100 H200 L4 --batch 1 2 4 --seq 1024 --mode training [--plot F.png]
 
 Each row is what `python -m lib.forecast` prints for that GPU and batch (the same numbers up to float32 last bits), by
 lib.forecast.forecast_sweep: one graph capture per batch, one prediction pass per vendor's models.
@@ -8,6 +8,7 @@ lib.forecast.forecast_sweep: one graph capture per batch, one prediction pass pe
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pandas as pd
 
@@ -21,6 +22,7 @@ from .model_config import GraphError
 # lib.forecast, which checks each forecast
 METHODS = ("neusight", "roofline")
 COLUMNS = ["device", "batch", "seq", "mode", "latency_ms", "forward_ms", "backward_ms", "kernels", "fits_memory"]
+PLOT_FORMATS = ("png", "pdf", "svg")   # --plot's file types, by the file's suffix
 
 
 def sweep_table(model_config, devices, batches, seq: int, mode: str, *, method: str = "neusight",
@@ -50,6 +52,53 @@ def sweep_table(model_config, devices, batches, seq: int, mode: str, *, method: 
     return rows[COLUMNS + ["memory_note"]].reset_index(drop=True)
 
 
+def sweep_figure(table: pd.DataFrame, title: str):
+    """A sweep_table as two panels over batch size, one line per GPU: one step's latency and its time per sequence
+    (latency_ms / batch), a run that cannot fit in the GPU's memory drawn as a cross (notebook 05)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    from .plotting import device_colors, plt, short_gpu_name
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharex=True)
+    colors = device_colors(table["device"].unique())
+    for name, rows in table.groupby("device", sort=False):
+        rows = rows.sort_values("batch")
+        for ax, y in zip(axes, (rows["latency_ms"], rows["latency_ms"] / rows["batch"])):
+            ax.plot(rows["batch"], y, "-", color=colors[name], label=short_gpu_name(name))
+            fits = rows["fits_memory"].to_numpy(bool)
+            ax.plot(rows["batch"][fits], y[fits], "o", color=colors[name])
+            ax.plot(rows["batch"][~fits], y[~fits], "x", color=colors[name], markersize=9, mew=2)
+    for ax, what in zip(axes, ("one step (ms)", "per sequence (ms)")):
+        ax.set(xscale="log", yscale="log", xlabel="batch (sequences)", ylabel=what)
+        ax.set_xticks(sorted(table["batch"].unique()), labels=sorted(table["batch"].unique()))
+        ax.minorticks_off()
+        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))   # ticks at 1, 2 and 5 per decade, as plain numbers
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    handles, labels = axes[0].get_legend_handles_labels()
+    if not table["fits_memory"].all():
+        handles.append(plt.Line2D([], [], ls="", marker="x", color="black", mew=2))
+        labels.append("does not fit in memory")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.legend(handles, labels, fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
+def _write_plot(path: str, table: pd.DataFrame, title: str) -> None:
+    """sweep_figure(table) written to `path` in its suffix's format, never half-written."""
+    from .plotting import plt
+    fig = sweep_figure(table, title)
+    try:
+        paths.write_atomic(path, lambda tmp: fig.savefig(tmp, format=plot_format(path)))
+    finally:
+        plt.close(fig)
+
+
+def plot_format(path: str) -> str | None:
+    """The file type of a --plot path ('png' for x.png, X.PNG), or None where its suffix is none of PLOT_FORMATS."""
+    suffix = str(path).rsplit(".", 1)[-1].lower() if "." in str(path) else ""
+    return suffix if suffix in PLOT_FORMATS else None
+
+
 def main(argv=None) -> int:
     p = Parser(prog="python -m lib.sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=model_arg,
@@ -64,13 +113,22 @@ def main(argv=None) -> int:
     p.add_argument("--method", choices=METHODS, default="neusight",
                    help="NeuSight (default) or the roofline; for the other baselines, lib.forecast")
     p.add_argument("--output", default="-", help="CSV file to write ('-', the default: standard output)")
+    p.add_argument("--plot", metavar="FILE", help="also draw the table, latency over batch per GPU, to this "
+                   f"{', '.join(PLOT_FORMATS)} file (by its suffix)")
     args = p.parse_args(argv)
     for name, values in (("--batch", args.batch), ("--seq", [args.seq])):
         if min(values) < 1:
             print(f"error: {name} must be positive integers, got {min(values)}", file=sys.stderr)
             return 2
-    if args.output != "-" and (problem := paths.output_problem(args.output, (args.model, *args.device))):
-        print(f"error: --output {args.output}: {problem}", file=sys.stderr)
+    for option, path in (("--output", args.output), ("--plot", args.plot)):
+        if path not in (None, "-") and (problem := paths.output_problem(path, (args.model, *args.device))):
+            print(f"error: {option} {path}: {problem}", file=sys.stderr)
+            return 2
+    if args.plot is not None and plot_format(args.plot) is None:
+        print(f"error: --plot {args.plot}: name a {', '.join(PLOT_FORMATS)} file (by its suffix)", file=sys.stderr)
+        return 2
+    if args.plot is not None and args.output != "-" and Path(args.plot).resolve() == Path(args.output).resolve():
+        print(f"error: --plot {args.plot}: is also the --output file", file=sys.stderr)
         return 2
     from .caveats import extrapolation_note, fusion_note, head_note, spec_notes
     from .data import DataError
@@ -93,6 +151,14 @@ def main(argv=None) -> int:
         print(f"warning: batch {row.batch}: {row.memory_note}", file=sys.stderr)
     if note := head_note(args.model, args.mode):
         print(f"note: {note}", file=sys.stderr)
+    if args.plot is not None:
+        title = f"{Path(args.model).stem}, {args.seq} tokens, {args.mode}{', fused' if args.fusion else ''} ({args.method})"
+        try:
+            _write_plot(args.plot, table, title)
+        except OSError as e:
+            print(f"error: --plot {args.plot}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        print(f"wrote the plot to {args.plot}", file=sys.stderr)
     if args.output != "-":
         try:
             paths.write_atomic(args.output, lambda tmp: table[COLUMNS].to_csv(tmp, index=False))

@@ -91,3 +91,44 @@ def test_fused_training_is_said_to_be_unvalidated_once():
     assert training.returncode == 0 and training.stderr.count("every fused label of the dataset is inference") == 1
     assert inference.returncode == 0 and "every fused label" not in inference.stderr
 
+
+
+def test_the_plot_draws_each_gpu_per_step_and_per_sequence():
+    from lib.sweep import sweep_figure
+    table = pd.DataFrame({"device": ["A", "A", "B", "B"], "batch": [1, 4, 1, 4], "latency_ms": [10.0, 20.0, 30.0, 100.0],
+                          "fits_memory": [True, True, True, False]})
+    fig = sweep_figure(table, "t")
+    step, per_sequence = fig.axes
+    # each GPU: a line through all its rows, dots where it fits, crosses where it cannot
+    for ax, b_values in ((step, [30.0, 100.0]), (per_sequence, [30.0, 25.0])):
+        lines = {(line.get_label(), line.get_marker()): list(line.get_ydata()) for line in ax.get_lines()}
+        assert lines[("B", "None")] == b_values
+        assert [v for (label, marker), v in lines.items() if marker == "x" and v] == [[b_values[1]]]
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["A", "B", "does not fit in memory"]
+
+
+def test_cli_writes_the_plot_beside_the_table(tmp_path):
+    plot = tmp_path / "sweep.png"
+    r = cli("--model", GPT2, "--device", L4, T4, "--batch", 1, 2, "--seq", 64, "--mode", "inference", "--method",
+            "roofline", "--plot", plot)
+    assert r.returncode == 0, r.stderr
+    assert len(pd.read_csv(io.StringIO(r.stdout))) == 4 and f"wrote the plot to {plot}" in r.stderr
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    svg = tmp_path / "sweep.SVG"   # the suffix says the format, in any case
+    assert cli("--model", GPT2, "--device", T4, "--batch", 1, "--seq", 64, "--mode", "inference", "--method",
+               "roofline", "--plot", svg).returncode == 0
+    assert b"<svg" in svg.read_bytes()[:500]
+
+
+@pytest.mark.parametrize("plot, output, message", [
+    ("sweep.jpg", None, "error: --plot {tmp}/sweep.jpg: name a png, pdf, svg file (by its suffix)"),
+    ("missing/sweep.png", None, "error: --plot {tmp}/missing/sweep.png: folder {tmp}/missing does not exist"),
+    ("same.png", "same.png", "error: --plot {tmp}/same.png: is also the --output file"),
+])
+def test_a_plot_that_cannot_be_written_is_refused_before_any_work(tmp_path, plot, output, message):
+    extra = ("--output", tmp_path / output) if output else ()
+    r = cli("--model", GPT2, "--device", T4, "--batch", 1, "--seq", 64, "--mode", "inference", "--method", "roofline",
+            "--plot", tmp_path / plot, *extra)
+    assert r.returncode == 2 and r.stdout == "" and r.stderr.strip() == message.format(tmp=tmp_path)
+    assert list(tmp_path.iterdir()) == []
