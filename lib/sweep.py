@@ -52,6 +52,18 @@ def sweep_table(model_config, devices, batches, seq: int, mode: str, *, method: 
     return rows[COLUMNS + ["memory_note"]].reset_index(drop=True)
 
 
+def memory_warnings(table: pd.DataFrame) -> list[str]:
+    """One line per GPU with runs of a sweep_table that cannot fit: its smallest such batch's memory note, and the
+    other batches that cannot fit either (notebook 05)."""
+    lines = []
+    for _, rows in table[~table["fits_memory"]].groupby("device", sort=False):
+        rows = rows.sort_values("batch")
+        others = [str(b) for b in rows["batch"].iloc[1:]]
+        also = f" (nor can batch{'es' if len(others) > 1 else ''} {', '.join(others)})" if others else ""
+        lines.append(f"batch {rows['batch'].iloc[0]}: {rows['memory_note'].iloc[0]}{also}")
+    return lines
+
+
 def sweep_figure(table: pd.DataFrame, title: str):
     """A sweep_table as two panels over batch size, one line per GPU: one step's latency and its time per sequence
     (latency_ms / batch), a run that cannot fit in the GPU's memory drawn as a cross (notebook 05)."""
@@ -147,8 +159,8 @@ def main(argv=None) -> int:
                  fusion_note(args.fusion, args.mode)):
         if note:
             print(f"warning: {note}", file=sys.stderr)
-    for row in table[~table["fits_memory"]].itertuples():
-        print(f"warning: batch {row.batch}: {row.memory_note}", file=sys.stderr)
+    for line in memory_warnings(table):
+        print(f"warning: {line}", file=sys.stderr)
     if note := head_note(args.model, args.mode):
         print(f"note: {note}", file=sys.stderr)
     if args.plot is not None:

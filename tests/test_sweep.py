@@ -132,3 +132,11 @@ def test_a_plot_that_cannot_be_written_is_refused_before_any_work(tmp_path, plot
             "--plot", tmp_path / plot, *extra)
     assert r.returncode == 2 and r.stdout == "" and r.stderr.strip() == message.format(tmp=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_runs_that_cannot_fit_are_warned_once_per_gpu():
+    from lib.sweep import memory_warnings
+    table = pd.DataFrame({"device": ["A", "A", "A", "B", "B", "C"], "batch": [8, 2, 4, 1, 2, 1],
+                          "fits_memory": [False, False, False, True, False, True],
+                          "memory_note": ["8 too big", "2 too big", "4 too big", "", "B's 2 too big", ""]})
+    assert memory_warnings(table) == ["batch 2: 2 too big (nor can batches 4, 8)", "batch 2: B's 2 too big"]
