@@ -10,7 +10,7 @@ data/devices/interconnect.csv (spec sheets, one source per row). The layouts fol
 labels (megatron_configs/):
 - dp<n>: each GPU trains B/n sequences, then the fp32 gradients (4 bytes per parameter) are all-reduced, after the
   backward pass (no overlap):      t = T(B/n) + allreduce(4 P)
-- tp<n> (GPT-2, OPT and Llama-family configs): each GPU holds 1/n of the attention heads, of the MLP's inner width
+- tp<n> (GPT-2, OPT, Llama-family and Gemma configs): each GPU holds 1/n of the attention heads, of the MLP's inner width
   and of the (padded) vocabulary; its kernels are captured from a model sharded that way (lib.sharding), and each
   block all-reduces its [B, S, h] activations twice forward and twice backward, the embedding and the LM head once
   each:
@@ -44,8 +44,9 @@ from .sharding import ShardError, activation_bytes, saved_bytes_of, tp_capture
 LAYOUT = re.compile(r"^(?P<kind>dp|tp|pp)(?P<degree>[1-9]\d*)(?:_(?P<micro>[1-9]\d*))?$")
 FP32_BYTES = 4
 MODEL_STATE_BYTES = 16       # fp32 weight + gradient + Adam's two moments, per parameter
-# Hugging Face ties the LM head to the token embedding unless the config says otherwise, for these (not Llama's family)
-TIED_BY_DEFAULT = ("gpt2", "opt", "bert")
+# Hugging Face ties the LM head to the token embedding unless the config says otherwise, for these (not Llama's family;
+# Gemma's yes; tests/test_distributed.py compares with each config class's default)
+TIED_BY_DEFAULT = ("gpt2", "opt", "bert", "gemma", "switch_transformers")
 ALLREDUCES_PER_BLOCK = 2     # tp: per block and pass, after the attention and after the MLP
 
 
@@ -243,7 +244,8 @@ def main(argv=None) -> int:
     from .model_config import GraphError
     p = Parser(prog="python -m lib.distributed", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=model_arg,
-                   help="Hugging Face config.json (tp: a GPT-2, OPT or Llama-family one), or a known config's name")
+                   help="Hugging Face config.json (tp: a GPT-2, OPT, Llama-family or Gemma one), or a known config's "
+                        "name")
     p.add_argument("--device", required=True, type=device_arg,
                    help="device spec JSON (dataset format), or a known GPU's name (H100, NVIDIA_H200)")
     p.add_argument("--batch", type=int, required=True, help="global batch: sequences per step over all GPUs")

@@ -38,6 +38,15 @@ ARCHS = {
                 ("model.layers",)),
     "qwen2": ("Qwen2ForCausalLM", "Qwen2ForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
               ("model.layers",)),
+    # Gemma (a Llama-family decoder with a GeGLU MLP, its embedding scaled by sqrt(width)), Phi-3 (Llama's with fused
+    # q, k, v and gate, up projections) and GPT-NeoX (Pythia: layernorm, partial rotary, fused q, k, v, attention and
+    # MLP side by side from the same input), as their Hugging Face classes run them.
+    "gemma": ("GemmaForCausalLM", "GemmaForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
+              ("model.layers",)),
+    "phi3": ("Phi3ForCausalLM", "Phi3ForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
+             ("model.layers",)),
+    "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
+                 ("gpt_neox.layers",)),
     "switch_transformers": ("SwitchTransformersForConditionalGeneration",
                             "SwitchTransformersForConditionalGeneration",
                             ("num_layers", "num_decoder_layers"), None,
@@ -49,14 +58,16 @@ ARCHS = {
 _HF_SIZES = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
 SIZE_FIELDS = {"bert": _HF_SIZES, "gpt2": ("n_embd", "n_head", "vocab_size"),
                "opt": ("hidden_size", "num_attention_heads", "ffn_dim", "vocab_size"),
-               "llama": _HF_SIZES, "mistral": _HF_SIZES, "qwen2": _HF_SIZES,
+               "llama": _HF_SIZES, "mistral": _HF_SIZES, "qwen2": _HF_SIZES, "gemma": _HF_SIZES, "phi3": _HF_SIZES,
+               "gpt_neox": _HF_SIZES,
                "switch_transformers": ("d_model", "num_heads", "d_ff", "d_kv", "num_experts", "vocab_size")}
 
 # Optional fields that size a model: where a config gives one (and not null), it must be a positive integer too, else
 # Hugging Face builds an empty embedding or head (BERT's type_vocab_size 0) that the forecast would price without a word.
 OPTIONAL_SIZE_FIELDS = {"bert": ("type_vocab_size", "num_labels"), "gpt2": ("n_inner",),
                         "opt": ("word_embed_proj_dim",), "llama": ("head_dim",), "mistral": ("head_dim",),
-                        "qwen2": ("head_dim",), "switch_transformers": ()}
+                        "qwen2": ("head_dim",), "gemma": ("head_dim",), "phi3": (), "gpt_neox": (),
+                        "switch_transformers": ()}
 
 
 # Hugging Face's other names for a config field (each config class's `attribute_map`; a test compares): a config may
@@ -69,8 +80,10 @@ ALIASES = {"gpt2": {"hidden_size": "n_embd", "max_position_embeddings": "n_posit
 # each key/value head among the same number of query heads:
 #     width % heads == 0  (unless the config gives head_dim),   heads % num_key_value_heads == 0
 HEAD_FIELDS = {"bert": ("hidden_size", "num_attention_heads"), "gpt2": ("n_embd", "n_head"),
-               "opt": ("hidden_size", "num_attention_heads"), "llama": ("hidden_size", "num_attention_heads"),
-               "mistral": ("hidden_size", "num_attention_heads"), "qwen2": ("hidden_size", "num_attention_heads")}
+               **{t: ("hidden_size", "num_attention_heads") for t in ("opt", "llama", "mistral", "qwen2", "gemma", "phi3",
+                                                                      "gpt_neox")}}
+# the model types whose attention shares key/value heads among query heads (num_key_value_heads)
+GROUPED_QUERY = ("llama", "mistral", "qwen2", "gemma", "phi3")
 # Switch's saved configs also hold each stack's sparse step, which Hugging Face reads instead of computing it from
 # num_sparse_*_layers (sparse_step below) when both are given.
 STEP_FIELDS = ("encoder_sparse_step", "decoder_sparse_step")
@@ -154,7 +167,7 @@ def _check_heads(path, raw: dict, model_type: str) -> None:
     if raw.get("head_dim") is None and width % heads:
         raise GraphError(f"{path}: field '{width_field}' ({width}) must be a multiple of '{heads_field}' ({heads})")
     kv = raw.get("num_key_value_heads")
-    if model_type in ("llama", "mistral", "qwen2") and kv is not None:
+    if model_type in GROUPED_QUERY and kv is not None:
         if not _positive_int(kv):
             raise GraphError(f"{path}: field 'num_key_value_heads' must be a positive integer or null (got {kv!r})")
         if heads % kv:

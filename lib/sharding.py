@@ -34,7 +34,7 @@ TP_SPLITS = {"gpt2": {"column": ("attn.c_attn", "mlp.c_fc"), "row": ("attn.c_pro
                       "embedding": "transformer.wte"},
              "opt": {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "fc1"),
                      "row": ("self_attn.out_proj", "fc2"), "embedding": "model.decoder.embed_tokens"},
-             "llama": _LLAMA_SPLITS, "mistral": _LLAMA_SPLITS, "qwen2": _LLAMA_SPLITS}
+             "llama": _LLAMA_SPLITS, "mistral": _LLAMA_SPLITS, "qwen2": _LLAMA_SPLITS, "gemma": _LLAMA_SPLITS}
 
 
 def padded_vocab(vocab: int, tp: int) -> int:

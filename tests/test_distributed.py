@@ -142,12 +142,34 @@ def test_tensor_parallel_shard_of_opt_and_llama(config, width, inner):
     assert head["K"].tolist() == [sharding.padded_vocab(vocab, 4) // 4]
 
 
+def test_tensor_parallel_shard_of_gemma_keeps_its_tied_head(tmp_path):
+    # a small Gemma (head_dim 16 given, 2 key/value heads): tp 2 halves every GEMM of the blocks, and the LM head,
+    # tied to the embedding as Gemma's is by default, covers half of the padded vocabulary
+    config = tmp_path / "gemma.json"
+    config.write_text(json.dumps({"model_type": "gemma", "hidden_size": 64, "intermediate_size": 160,
+                                  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                                  "num_hidden_layers": 2, "max_position_embeddings": 128, "vocab_size": 1000}))
+    full, shard = capture(config, 1, 32, "training", use_cache=False), sharding.tp_capture(config, 1, 32, 2,
+                                                                                            use_cache=False)
+    for phase in ("fw", "bw"):
+        assert _gemm_flops(shard, phase) == pytest.approx(_gemm_flops(full, phase) / 2)
+    head = shard[(shard["layer"] == "epilogue") & (shard["phase"] == "fw") & (shard["op"] == "linear")]
+    assert head["K"].tolist() == [sharding.padded_vocab(1000, 2) // 2]
+
+
+def test_tied_heads_follow_hugging_faces_defaults():
+    from transformers import CONFIG_MAPPING
+
+    from lib.model_config import ARCHS
+    assert set(d.TIED_BY_DEFAULT) == {t for t in ARCHS if CONFIG_MAPPING[t]().tie_word_embeddings}
+
+
 def test_tensor_parallel_errors_name_the_config():
     with pytest.raises(sharding.ShardError, match=r"field 'n_head' \(20\) does not split over 3"):
         sharding.tp_capture(GPT2, 1, 64, 3)
     with pytest.raises(sharding.ShardError, match=r"field 'num_key_value_heads' \(8\) does not split over 16"):
         sharding.tp_capture(paths.MODELS_ADDED / "llama3_8b.json", 1, 64, 16)
-    with pytest.raises(sharding.ShardError, match=r"split here for model_type gpt2, llama, mistral, opt, qwen2 "
+    with pytest.raises(sharding.ShardError, match=r"split here for model_type gemma, gpt2, llama, mistral, opt, qwen2 "
                                                  r"\(got 'bert'\)"):
         sharding.tp_capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 64, 2)
 

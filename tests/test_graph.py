@@ -21,7 +21,14 @@ TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hid
               "max_position_embeddings": 128, "vocab_size": 1000, "hidden_act": "silu", "tie_word_embeddings": False}
 LLAMA_FAMILY = {"llama": TINY_LLAMA,
                 "mistral": dict(TINY_LLAMA, model_type="mistral", architectures=["MistralForCausalLM"], sliding_window=8),
-                "qwen2": dict(TINY_LLAMA, model_type="qwen2", architectures=["Qwen2ForCausalLM"])}
+                "qwen2": dict(TINY_LLAMA, model_type="qwen2", architectures=["Qwen2ForCausalLM"]),
+                "gemma": dict(TINY_LLAMA, model_type="gemma", architectures=["GemmaForCausalLM"], head_dim=16,
+                              hidden_act="gelu_pytorch_tanh"),
+                "phi3": dict(TINY_LLAMA, model_type="phi3", architectures=["Phi3ForCausalLM"], pad_token_id=0)}
+# GPT-NeoX (Pythia): layernorm, a quarter of each head rotary, fused q/k/v, attention and MLP side by side
+TINY_NEOX = {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "hidden_size": 64,
+             "intermediate_size": 256, "num_attention_heads": 4, "num_hidden_layers": 5, "max_position_embeddings": 128,
+             "vocab_size": 1000, "rotary_pct": 0.25, "use_parallel_residual": True, "hidden_act": "gelu"}
 KEY = ["aten", "phase", "op", "B", "M", "N", "K", "H", "bytes", "layer"]
 
 
@@ -120,9 +127,9 @@ def test_switch_bad_sparse_count_names_the_field(tmp_path, value):
 
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
-@pytest.mark.parametrize("arch", sorted(LLAMA_FAMILY))
-def test_llama_family_layer_multiplication_equals_full_depth(tmp_path, arch, mode):
-    path = _write(tmp_path, LLAMA_FAMILY[arch])
+@pytest.mark.parametrize("arch", [*sorted(LLAMA_FAMILY), "gpt_neox"])
+def test_decoders_beyond_the_labels_layer_multiplication_equals_full_depth(tmp_path, arch, mode):
+    path = _write(tmp_path, {**LLAMA_FAMILY, "gpt_neox": TINY_NEOX}[arch])
     reduced = graph.capture(path, 2, 16, mode, use_cache=False)
     full = graph.capture(path, 2, 16, mode, depths=(5,), use_cache=False)
     assert len(reduced) < len(full)
@@ -145,6 +152,42 @@ def test_llama_kernels_by_hand(tmp_path):
     # SiLU's backward is an element-wise kernel over the 160-wide gate, as GELU's is
     silu_bw = df[df.aten == "aten.silu_backward.default"]
     assert silu_bw["count"].sum() == 5 and set(silu_bw.op) == {"mul"} and set(silu_bw.H) == {160}
+
+
+def test_phi3_and_neox_fused_projections_by_hand(tmp_path):
+    # Phi-3: q, k, v in one GEMM (64 -> 64 + 2 x 32), gate and up in one (64 -> 2 x 160), then o (64) and down (160)
+    df = graph.capture(_write(tmp_path, LLAMA_FAMILY["phi3"]), 2, 12, "training", use_cache=False)
+    fw, tokens = df[df.phase == "fw"], 2 * 12
+    lin = fw[(fw.op == "linear") & (fw.layer == "layer")].groupby(["M", "N", "K"])["count"].sum().to_dict()
+    assert lin == {(tokens, 64, 128): 5, (tokens, 64, 64): 5, (tokens, 64, 320): 5, (tokens, 160, 64): 5}
+    # GPT-NeoX: q, k, v in one GEMM (64 -> 192), the attention's dense (64), the MLP's 64 -> 256 -> 64; two
+    # layernorms per block (attention's and MLP's, side by side) and the final one
+    df = graph.capture(_write(tmp_path, TINY_NEOX), 2, 12, "training", use_cache=False)
+    fw = df[df.phase == "fw"]
+    lin = fw[(fw.op == "linear") & (fw.layer == "layer")].groupby(["M", "N", "K"])["count"].sum().to_dict()
+    assert lin == {(tokens, 64, 192): 5, (tokens, 64, 64): 5, (tokens, 64, 256): 5, (tokens, 256, 64): 5}
+    assert fw[fw.op == "ln"]["count"].sum() == 2 * 5 + 1
+    # rotary positions on a quarter of each 16-wide head: q and k each times cos and sin over 4 of its elements
+    assert fw[(fw.op == "mul") & (fw.H == 4)]["count"].sum() == 4 * 5
+    bmm = fw[fw.op == "bmm"].groupby(["B", "M", "N", "K"])["count"].sum().to_dict()
+    assert bmm == {(2 * 4, 12, 16, 12): 5, (2 * 4, 12, 12, 16): 5}
+
+
+# Published sizes of the configs in data/models/ (model cards and papers): Llama 3 8B, Mistral 7B, Qwen2 7B and
+# Pythia 1.4B give every parameter; the Gemma report gives Gemma 2B's non-embedding parameters (its embedding
+# count pads the vocabulary to 256,128), the Phi-3 report 3.8 B for Phi-3 mini.
+PUBLISHED_SIZES = {"llama3_8b": 8_030_261_248, "mistral_7b": 7_241_732_096, "qwen2_7b": 7_615_616_512,
+                   "pythia_1b4": 1_414_647_808}
+
+
+def test_added_model_configs_have_their_published_sizes():
+    from lib import paths
+    assert {f.stem for f in paths.MODELS_ADDED.glob("*.json")} == {*PUBLISHED_SIZES, "gemma_2b", "phi3_mini"}
+    for name, size in PUBLISHED_SIZES.items():
+        assert graph.parameter_count(paths.MODELS_ADDED / f"{name}.json") == size, name
+    gemma = paths.MODELS_ADDED / "gemma_2b.json"
+    assert graph.parameter_count(gemma) - 256_000 * 2048 == 1_981_884_416        # tied head: one embedding
+    assert graph.parameter_count(paths.MODELS_ADDED / "phi3_mini.json") == pytest.approx(3.8e9, rel=0.01)
 
 
 def test_parameter_count_by_hand(tmp_path):
@@ -320,7 +363,7 @@ def test_switch_sparse_counts_are_integers_and_depths_reduce_to_whole_periods(tm
 def test_heads_must_split_the_width(tmp_path):
     with pytest.raises(model_config.GraphError, match=r"'n_embd' \(64\) must be a multiple of 'n_head' \(3\)"):
         model_config.load_config(_write(tmp_path, dict(TINY_GPT2, n_head=3)))
-    for family, cfg in LLAMA_FAMILY.items():                 # each of the three grouped-query families
+    for family, cfg in LLAMA_FAMILY.items():                 # each of the grouped-query families
         with pytest.raises(model_config.GraphError, match=r"'num_attention_heads' \(4\) must be a multiple of "
                                                    r"'num_key_value_heads' \(3\)"):
             model_config.load_config(_write(tmp_path, dict(cfg, num_key_value_heads=3), family))
