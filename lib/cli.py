@@ -66,10 +66,16 @@ def device_arg(arg: str) -> str:
 
 
 def model_arg(arg: str) -> str:
-    """argparse type of --model: a config.json's path, or a known config's name ('gpt3_27', 'llama3_8b')."""
+    """argparse type of --model: a config.json's path, a folder holding one (a Hugging Face download), or a known
+    config's name ('gpt3_27', 'llama3_8b')."""
     from . import paths
     files = [f for d in (paths.MODEL_CONFIGS, paths.MODELS_ADDED) if d.is_dir() for f in sorted(d.glob("*.json"))]
-    return named_file(arg, files, "model config")
+    path = named_file(arg, files, "model config")
+    try:
+        in_folder = Path(path).is_dir() and (Path(path) / "config.json").is_file()
+    except OSError:   # the loader names the path
+        in_folder = False
+    return str(Path(path) / "config.json") if in_folder else path
 
 
 def stdout_failed(error: OSError, *written) -> None:

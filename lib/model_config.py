@@ -116,6 +116,8 @@ def load_config(path) -> ModelConfig:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         raise GraphError(f"{path}: model config not found") from None
+    except IsADirectoryError:
+        raise GraphError(f"{path}: a folder without a config.json, not a model config") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise GraphError(f"{path}: not valid JSON ({e})") from None
     except OSError as e:   # a folder, no permission, ...

@@ -87,6 +87,14 @@ def test_named_file_leaves_paths_to_the_loaders(tmp_path, monkeypatch):
         cli.named_file("x" * 300, files, "GPU")
 
 
+def test_a_model_folder_stands_for_its_config_json(tmp_path):
+    # a Hugging Face download holds config.json beside the weights: its folder is the config's
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")
+    assert cli.model_arg(str(tmp_path / "hf")) == str(tmp_path / "hf" / "config.json")
+    assert cli.model_arg(str(tmp_path)) == str(tmp_path)      # no config.json in it: the loader says so
+
+
 def test_device_and_model_names_resolve_to_the_repository_files():
     from lib import paths
     assert cli.device_arg("H200") == str(paths.DEVICES_ADDED / "NVIDIA_H200.json")

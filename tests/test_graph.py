@@ -270,8 +270,8 @@ def test_errors(tmp_path):
         graph.capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 1024, "inference")
     with pytest.raises(model_config.GraphError, match="not found"):
         model_config.load_config(tmp_path / "missing.json")
-    with pytest.raises(model_config.GraphError, match="cannot read the model config"):
-        model_config.load_config(tmp_path)   # a folder
+    with pytest.raises(model_config.GraphError, match="a folder without a config.json, not a model config"):
+        model_config.load_config(tmp_path)
     with pytest.raises(model_config.GraphError, match="n_layer"):
         model_config.load_config(_write(tmp_path, dict(TINY_GPT2, n_layer=0)))
     with pytest.raises(model_config.GraphError, match="'n_layer' must be a positive integer"):
