@@ -247,8 +247,8 @@ def input_error(model_config, error: Exception) -> str:
 def main(argv=None) -> int:
     p = Parser(prog="python -m lib.forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=model_arg,
-                   help="Hugging Face config.json of a BERT, GPT-2, OPT, SwitchTransformer, Llama-family, Gemma, Phi-3 "
-                        "or GPT-NeoX model (e.g. data/neusight/data/DLmodel_configs/gpt3_27.json, "
+                   help="Hugging Face config.json of a BERT, GPT-2, OPT, SwitchTransformer, Llama-family, Gemma, Phi-3, "
+                        "GPT-NeoX or Mixtral model (e.g. data/neusight/data/DLmodel_configs/gpt3_27.json, "
                         "data/models/llama3_8b.json), or the name of one there (gpt3_27, llama3_8b)")
     p.add_argument("--device", required=True, type=device_arg,
                    help="device spec JSON (dataset format), or a known GPU's name (H100, Tesla T4, NVIDIA_H200)")

@@ -3,7 +3,7 @@
 `capture(config_path, batch, seq, mode)` builds the model the labels measured (BERT-Large: sequence
 classification for inference, pre-training heads for training; GPT-2/OPT: LM heads; Switch: seq2seq
 with decoder input as long as the encoder input; beyond the labels, decoders with their LM heads: Llama, Mistral,
-Qwen2, Gemma, Phi-3 and GPT-NeoX) on the meta device (no weights, no GPU), runs one
+Qwen2, Gemma, Phi-3, GPT-NeoX and Mixtral, its experts routed evenly) on the meta device (no weights, no GPU), runs one
 forward (eval mode) or forward + backward (train mode, backward seeded with ones on every output
 logit tensor, no loss kernels, as the labels' fx graphs end at the logits), and records every aten
 kernel through a TorchDispatchMode. Only a reduced depth is run: 3 periods of each layer stack (a

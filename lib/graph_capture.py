@@ -150,6 +150,25 @@ def _switch_experts_forward(self, hidden_states, selected_experts, routing_weigh
     return final
 
 
+def _mixtral_experts_forward(self, hidden_states, top_k_index, top_k_weights):
+    """Meta-friendly Mixtral expert dispatch: each token's top-k slots split evenly over the experts.
+
+    Upstream finds each expert's tokens with one_hot/nonzero/where on the router's choice (data-dependent, impossible
+    on meta; those few small kernels are left out here). We assume balanced routing: each expert gets
+    n_e = ceil(tokens * top_k / E) tokens, gathered, run through its gate/up and down projections (SiLU-gated), scaled
+    by their routing weights and index_add-ed back, as upstream does.
+    """
+    tokens = hidden_states.shape[0]
+    n_e = min(-(-tokens * top_k_index.shape[1] // self.num_experts), tokens)
+    final = torch.zeros_like(hidden_states)
+    top_x = torch.arange(n_e, device=hidden_states.device)
+    for e in range(self.num_experts):
+        gate, up = torch.nn.functional.linear(hidden_states[top_x], self.gate_up_proj[e]).chunk(2, dim=-1)
+        current = torch.nn.functional.linear(self.act_fn(gate) * up, self.down_proj[e])
+        final.index_add_(0, top_x, (current * top_k_weights[top_x, 0, None]).to(final.dtype))
+    return final
+
+
 def _gpu_dropout(input, p=0.5, training=True, inplace=False):
     """F.dropout as CUDA runs it: one fused native_dropout kernel (meta/CPU would decompose it
     into bernoulli_ + div_ + mul); its backward is recorded as one native_dropout_backward call, which
@@ -269,6 +288,11 @@ def build_model(cfg, mode: str, depths, batch: int, device: str = "meta"):
             if isinstance(mod, m.SwitchTransformersExperts):
                 mod._capacity_tokens = hf_cfg.expert_capacity * batch
                 mod.forward = _switch_experts_forward.__get__(mod)
+    if cfg.model_type == "mixtral":
+        from transformers.models.mixtral import modeling_mixtral as m
+        for mod in model.modules():
+            if isinstance(mod, m.MixtralExperts):
+                mod.forward = _mixtral_experts_forward.__get__(mod)
     return model
 
 

@@ -47,6 +47,10 @@ ARCHS = {
              ("model.layers",)),
     "gpt_neox": ("GPTNeoXForCausalLM", "GPTNeoXForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
                  ("gpt_neox.layers",)),
+    # Mixtral: Mistral's blocks with a mixture of experts for the MLP (top-k of E SwiGLU experts per token), routed
+    # evenly over the experts on the meta device (lib.graph_capture._mixtral_experts_forward)
+    "mixtral": ("MixtralForCausalLM", "MixtralForCausalLM", ("num_hidden_layers",), "max_position_embeddings",
+                ("model.layers",)),
     "switch_transformers": ("SwitchTransformersForConditionalGeneration",
                             "SwitchTransformersForConditionalGeneration",
                             ("num_layers", "num_decoder_layers"), None,
@@ -59,7 +63,7 @@ _HF_SIZES = ("hidden_size", "num_attention_heads", "intermediate_size", "vocab_s
 SIZE_FIELDS = {"bert": _HF_SIZES, "gpt2": ("n_embd", "n_head", "vocab_size"),
                "opt": ("hidden_size", "num_attention_heads", "ffn_dim", "vocab_size"),
                "llama": _HF_SIZES, "mistral": _HF_SIZES, "qwen2": _HF_SIZES, "gemma": _HF_SIZES, "phi3": _HF_SIZES,
-               "gpt_neox": _HF_SIZES,
+               "gpt_neox": _HF_SIZES, "mixtral": (*_HF_SIZES, "num_local_experts", "num_experts_per_tok"),
                "switch_transformers": ("d_model", "num_heads", "d_ff", "d_kv", "num_experts", "vocab_size")}
 
 # Optional fields that size a model: where a config gives one (and not null), it must be a positive integer too, else
@@ -67,6 +71,7 @@ SIZE_FIELDS = {"bert": _HF_SIZES, "gpt2": ("n_embd", "n_head", "vocab_size"),
 OPTIONAL_SIZE_FIELDS = {"bert": ("type_vocab_size", "num_labels"), "gpt2": ("n_inner",),
                         "opt": ("word_embed_proj_dim",), "llama": ("head_dim",), "mistral": ("head_dim",),
                         "qwen2": ("head_dim",), "gemma": ("head_dim",), "phi3": (), "gpt_neox": (),
+                        "mixtral": ("head_dim",),
                         "switch_transformers": ()}
 
 
@@ -75,15 +80,16 @@ OPTIONAL_SIZE_FIELDS = {"bert": ("type_vocab_size", "num_labels"), "gpt2": ("n_i
 ALIASES = {"gpt2": {"hidden_size": "n_embd", "max_position_embeddings": "n_positions", "num_attention_heads": "n_head",
                     "num_hidden_layers": "n_layer"},
            "switch_transformers": {"hidden_size": "d_model", "num_attention_heads": "num_heads",
-                                   "num_hidden_layers": "num_layers"}}
+                                   "num_hidden_layers": "num_layers"},
+           "mixtral": {"num_experts": "num_local_experts"}}
 # Attention heads split the width evenly (each model's attention asserts it), and grouped-query attention shares
 # each key/value head among the same number of query heads:
 #     width % heads == 0  (unless the config gives head_dim),   heads % num_key_value_heads == 0
 HEAD_FIELDS = {"bert": ("hidden_size", "num_attention_heads"), "gpt2": ("n_embd", "n_head"),
                **{t: ("hidden_size", "num_attention_heads") for t in ("opt", "llama", "mistral", "qwen2", "gemma", "phi3",
-                                                                      "gpt_neox")}}
+                                                                      "gpt_neox", "mixtral")}}
 # the model types whose attention shares key/value heads among query heads (num_key_value_heads)
-GROUPED_QUERY = ("llama", "mistral", "qwen2", "gemma", "phi3")
+GROUPED_QUERY = ("llama", "mistral", "qwen2", "gemma", "phi3", "mixtral")
 # Switch's saved configs also hold each stack's sparse step, which Hugging Face reads instead of computing it from
 # num_sparse_*_layers (sparse_step below) when both are given.
 STEP_FIELDS = ("encoder_sparse_step", "decoder_sparse_step")

@@ -25,6 +25,9 @@ LLAMA_FAMILY = {"llama": TINY_LLAMA,
                 "gemma": dict(TINY_LLAMA, model_type="gemma", architectures=["GemmaForCausalLM"], head_dim=16,
                               hidden_act="gelu_pytorch_tanh"),
                 "phi3": dict(TINY_LLAMA, model_type="phi3", architectures=["Phi3ForCausalLM"], pad_token_id=0)}
+# Mixtral: Mistral's blocks with 4 SwiGLU experts, 2 per token
+TINY_MIXTRAL = dict(TINY_LLAMA, model_type="mixtral", architectures=["MixtralForCausalLM"], num_local_experts=4,
+                    num_experts_per_tok=2)
 # GPT-NeoX (Pythia): layernorm, a quarter of each head rotary, fused q/k/v, attention and MLP side by side
 TINY_NEOX = {"architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox", "hidden_size": 64,
              "intermediate_size": 256, "num_attention_heads": 4, "num_hidden_layers": 5, "max_position_embeddings": 128,
@@ -127,9 +130,9 @@ def test_switch_bad_sparse_count_names_the_field(tmp_path, value):
 
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
-@pytest.mark.parametrize("arch", [*sorted(LLAMA_FAMILY), "gpt_neox"])
+@pytest.mark.parametrize("arch", [*sorted(LLAMA_FAMILY), "gpt_neox", "mixtral"])
 def test_decoders_beyond_the_labels_layer_multiplication_equals_full_depth(tmp_path, arch, mode):
-    path = _write(tmp_path, {**LLAMA_FAMILY, "gpt_neox": TINY_NEOX}[arch])
+    path = _write(tmp_path, {**LLAMA_FAMILY, "gpt_neox": TINY_NEOX, "mixtral": TINY_MIXTRAL}[arch])
     reduced = graph.capture(path, 2, 16, mode, use_cache=False)
     full = graph.capture(path, 2, 16, mode, depths=(5,), use_cache=False)
     assert len(reduced) < len(full)
@@ -173,11 +176,26 @@ def test_phi3_and_neox_fused_projections_by_hand(tmp_path):
     assert bmm == {(2 * 4, 12, 16, 12): 5, (2 * 4, 12, 12, 16): 5}
 
 
-# Published sizes of the configs in data/models/ (model cards and papers): Llama 3 8B, Mistral 7B, Qwen2 7B and
-# Pythia 1.4B give every parameter; the Gemma report gives Gemma 2B's non-embedding parameters (its embedding
+def test_mixtral_experts_by_hand(tmp_path):
+    # 24 tokens, 2 experts each, routed evenly over 4 experts: 12 tokens per expert, each through its gate/up GEMM
+    # (64 -> 2 x 160) and its down GEMM (160 -> 64); the router is one GEMM of all tokens onto the 4 experts
+    df = graph.capture(_write(tmp_path, TINY_MIXTRAL), 2, 12, "training", use_cache=False)
+    fw, tokens = df[df.phase == "fw"], 2 * 12
+    lin = fw[(fw.op == "linear") & (fw.layer == "layer")].groupby(["M", "N", "K"])["count"].sum().to_dict()
+    assert lin == {(tokens, 64, 64): 2 * 5, (tokens, 64, 32): 2 * 5, (tokens, 64, 4): 5,
+                   (12, 64, 320): 4 * 5, (12, 160, 64): 4 * 5}
+    # each expert's weights are a slice of one 3D parameter: autograd writes the whole [4, ...] gradient for each
+    # expert (select_backward) and sums the four, as upstream's eager experts train
+    select = df[df.aten == "aten.select_backward.default"]
+    whole = select[select.shapes.str.endswith(("->[(4, 320, 64)]", "->[(4, 64, 160)]"))]
+    assert whole["count"].sum() == 2 * 4 * 5
+
+
+# Published sizes of the configs in data/models/ (model cards and papers): Llama 3 8B, Mistral 7B, Qwen2 7B,
+# Pythia 1.4B and Mixtral 8x7B give every parameter; the Gemma report gives Gemma 2B's non-embedding parameters (its embedding
 # count pads the vocabulary to 256,128), the Phi-3 report 3.8 B for Phi-3 mini.
 PUBLISHED_SIZES = {"llama3_8b": 8_030_261_248, "mistral_7b": 7_241_732_096, "qwen2_7b": 7_615_616_512,
-                   "pythia_1b4": 1_414_647_808}
+                   "pythia_1b4": 1_414_647_808, "mixtral_8x7b": 46_702_792_704}
 
 
 def test_added_model_configs_have_their_published_sizes():
@@ -328,7 +346,8 @@ def test_aliases_are_hugging_faces():
 
 @pytest.mark.parametrize("base, alias, field", [(TINY_GPT2, "num_hidden_layers", "n_layer"),
                                                 (TINY_GPT2, "hidden_size", "n_embd"),
-                                                (TINY_SWITCH, "num_hidden_layers", "num_layers")])
+                                                (TINY_SWITCH, "num_hidden_layers", "num_layers"),
+                                                (TINY_MIXTRAL, "num_experts", "num_local_experts")])
 def test_an_alias_builds_the_same_model_and_a_conflicting_one_is_an_error(tmp_path, base, alias, field):
     # Hugging Face builds with the alias's value when a config gives both: a reduced-depth capture that set only
     # n_layer used to build every block of a config that also said num_hidden_layers (GPT-2 +63% at 12 layers)
