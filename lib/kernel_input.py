@@ -71,7 +71,9 @@ def _near_names(wanted: tuple, columns) -> str:
     """'; the header has ' B' ...' where a column is one of `wanted` but for case or surrounding spaces, else ''."""
     key = lambda name: str(name).strip().lower()
     near = [str(c) for c in columns if key(c) in {key(w) for w in wanted}]
-    return f"; the header has {', '.join(map(repr, near))} (names are matched exactly: case and spaces count)" if near else ""
+    if not near:
+        return ""
+    return f"; the header has {', '.join(map(repr, near))} (names are matched exactly: case and spaces count)"
 
 
 # Every kernel the predictors learned from ran in fp32 (TF32 off), so a column asking for another precision cannot be

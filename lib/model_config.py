@@ -126,7 +126,7 @@ def load_config(path) -> ModelConfig:
         raise GraphError(f"{path}: a folder without a config.json, not a model config") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise GraphError(f"{path}: not valid JSON ({e})") from None
-    except OSError as e:   # a folder, no permission, ...
+    except OSError as e:   # no permission, ...
         raise GraphError(f"{path}: cannot read the model config ({e.strerror or e})") from None
     if not isinstance(raw, dict):
         raise GraphError(f"{path}: expected a JSON object")

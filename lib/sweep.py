@@ -107,7 +107,7 @@ def _write_plot(path: str, table: pd.DataFrame, title: str) -> None:
 
 def plot_format(path: str) -> str | None:
     """The file type of a --plot path ('png' for x.png, X.PNG), or None where its suffix is none of PLOT_FORMATS."""
-    suffix = str(path).rsplit(".", 1)[-1].lower() if "." in str(path) else ""
+    suffix = Path(path).suffix.lower().lstrip(".")
     return suffix if suffix in PLOT_FORMATS else None
 
 
