@@ -10,7 +10,7 @@ data/devices/interconnect.csv (spec sheets, one source per row). The layouts fol
 labels (megatron_configs/):
 - dp<n>: each GPU trains B/n sequences, then the fp32 gradients (4 bytes per parameter) are all-reduced, after the
   backward pass (no overlap):      t = T(B/n) + allreduce(4 P)
-- tp<n> (GPT-2, OPT, Llama-family and Gemma configs): each GPU holds 1/n of the attention heads, of the MLP's inner width
+- tp<n>: each GPU holds 1/n of the attention heads, of the MLP's inner width
   and of the (padded) vocabulary; its kernels are captured from a model sharded that way (lib.sharding), and each
   block all-reduces its [B, S, h] activations twice forward and twice backward, the embedding and the LM head once
   each:
@@ -244,7 +244,7 @@ def main(argv=None) -> int:
     from .model_config import GraphError
     p = Parser(prog="python -m lib.distributed", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=model_arg,
-                   help="Hugging Face config.json (tp: a GPT-2, OPT, Llama-family or Gemma one), or a known config's "
+                   help="Hugging Face config.json (one stack of blocks: not SwitchTransformer), or a known config's "
                         "name")
     p.add_argument("--device", required=True, type=device_arg,
                    help="device spec JSON (dataset format), or a known GPU's name (H100, NVIDIA_H200)")

@@ -1,13 +1,15 @@
 """What one GPU of a model split over several runs and holds: the kernels of a tensor-parallel shard, as Megatron-LM
 splits the model, and the activations autograd saves for the backward pass (notebook 07).
 
-A tp-way shard keeps 1/tp of the attention heads, of the MLP's inner width and of the padded vocabulary (TP_SPLITS);
-its kernel table is lib.graph.capture of the model so sharded on the meta device (`tp_capture`). The saved
+A tp-way shard keeps 1/tp of the attention heads, of the MLP's inner width (of every expert's, for Mixtral) and of
+the padded vocabulary (TP_SPLITS); its kernel table is lib.graph.capture of the model so sharded on the meta device
+(`tp_capture`). The saved
 activations are the distinct tensors autograd keeps for backward in one training forward, weights excluded, counted
 on the meta device for 1 and 2 blocks (`activation_bytes`); both are cached beside the graphs.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -27,14 +29,31 @@ class ShardError(ValueError):
 VOCAB_MULTIPLE = 128
 # Megatron's split of a block over tp GPUs, by module name (suffixes of Hugging Face's module names): a column-parallel
 # layer keeps 1/tp of its outputs (the q, k, v projections: 1/tp of the heads), a row-parallel one 1/tp of its inputs
-# (its output is then all-reduced); the token embedding and the LM head keep 1/tp of the padded vocabulary.
-_LLAMA_SPLITS = {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"),
-                 "row": ("self_attn.o_proj", "mlp.down_proj"), "embedding": "model.embed_tokens"}
+# (its output is then all-reduced; a bias stays whole, added after); the token embedding and the LM head keep 1/tp of
+# the padded vocabulary. A fused projection (GPT-2's c_attn, Phi-3's qkv_proj and gate_up_proj, NeoX's
+# query_key_value) is column-parallel as a whole: Megatron orders its rows so that each GPU's 1/tp holds 1/tp of each
+# part. Mixtral's experts are one module of 3D weights [experts, out, in]: with expert tensor parallelism, Megatron's
+# default, every expert keeps 1/tp of its inner width ("experts": parameter -> the dimension split).
+_LLAMA_ATTENTION = {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"), "row": ("self_attn.o_proj",),
+                    "embedding": "model.embed_tokens"}
+_LLAMA_SPLITS = {**_LLAMA_ATTENTION, "column": (*_LLAMA_ATTENTION["column"], "mlp.gate_proj", "mlp.up_proj"),
+                 "row": (*_LLAMA_ATTENTION["row"], "mlp.down_proj")}
 TP_SPLITS = {"gpt2": {"column": ("attn.c_attn", "mlp.c_fc"), "row": ("attn.c_proj", "mlp.c_proj"),
                       "embedding": "transformer.wte"},
              "opt": {"column": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "fc1"),
                      "row": ("self_attn.out_proj", "fc2"), "embedding": "model.decoder.embed_tokens"},
-             "llama": _LLAMA_SPLITS, "mistral": _LLAMA_SPLITS, "qwen2": _LLAMA_SPLITS, "gemma": _LLAMA_SPLITS}
+             "bert": {"column": ("attention.self.query", "attention.self.key", "attention.self.value",
+                                 "intermediate.dense"),
+                      "row": ("attention.output.dense", "output.dense"), "embedding": "bert.embeddings.word_embeddings"},
+             "llama": _LLAMA_SPLITS, "mistral": _LLAMA_SPLITS, "qwen2": _LLAMA_SPLITS, "gemma": _LLAMA_SPLITS,
+             "phi3": {"column": ("self_attn.qkv_proj", "mlp.gate_up_proj"), "row": ("self_attn.o_proj", "mlp.down_proj"),
+                      "embedding": "model.embed_tokens"},
+             "gpt_neox": {"column": ("attention.query_key_value", "mlp.dense_h_to_4h"),
+                          "row": ("attention.dense", "mlp.dense_4h_to_h"), "embedding": "gpt_neox.embed_in"},
+             "mixtral": {**_LLAMA_ATTENTION, "experts": {"gate_up_proj": 1, "down_proj": 2}}}
+
+# the MLP's inner width, which a shard keeps 1/tp of (GPT-2's default, 4 x n_embd, splits when the heads do)
+INNER_FIELDS = {"gpt2": "n_inner", "opt": "ffn_dim"}
 
 
 def padded_vocab(vocab: int, tp: int) -> int:
@@ -51,29 +70,50 @@ def shard(model, cfg, tp: int) -> None:
     def new(shape, like):
         return torch.nn.Parameter(torch.empty(shape, device=like.device))
 
+    def kept(name, width):
+        if width % tp:
+            raise ShardError(f"{cfg.path}: {name} ({width} wide) does not split over {tp} GPUs")
+        return width // tp
+
     for name, mod in model.named_modules():
         for side in ("column", "row"):
-            if not name.endswith(split[side]):
+            if not name.endswith(split.get(side, ())):
                 continue
             # the weight's input dimension: nn.Linear stores [out, in], GPT-2's Conv1D [in, out]
             in_dim = 1 if isinstance(mod, torch.nn.Linear) else 0
             dim = in_dim if side == "row" else 1 - in_dim            # the dimension this GPU keeps 1/tp of
             shape = list(mod.weight.shape)
-            shape[dim] //= tp
+            shape[dim] = kept(name, shape[dim])
             mod.weight = new(shape, mod.weight)
             if side == "column" and mod.bias is not None:
                 mod.bias = new(shape[1 - in_dim], mod.bias)
             if hasattr(mod, "nf"):         # Conv1D's output width
                 mod.nf = shape[1]
+        if name.endswith(".experts"):
+            for param, dim in split.get("experts", {}).items():
+                shape = list(getattr(mod, param).shape)
+                shape[dim] = kept(f"{name}.{param}", shape[dim])
+                setattr(mod, param, new(shape, getattr(mod, param)))
         if hasattr(mod, "split_size"):     # GPT2Attention splits its fused q, k, v by width
             mod.split_size //= tp
         if hasattr(mod, "num_heads") and hasattr(mod, "q_proj"):   # OPTAttention reshapes by its head count
             mod.num_heads //= tp
+        if hasattr(mod, "qkv_proj"):       # Phi3Attention slices its fused q, k, v by the config's head counts
+            mod.config = copy.copy(mod.config)
+            mod.config.num_attention_heads //= tp
+            mod.num_key_value_heads //= tp
     emb = model.get_submodule(split["embedding"])
+    head = model.get_output_embeddings()   # None: no LM head (a BERT built for inference)
     vocab = padded_vocab(emb.weight.shape[0], tp) // tp
-    tied = model.lm_head.weight is emb.weight
+    tied = head is not None and head.weight is emb.weight
     emb.weight = new((vocab, emb.weight.shape[1]), emb.weight)
-    model.lm_head.weight = emb.weight if tied else new((vocab, model.lm_head.weight.shape[1]), model.lm_head.weight)
+    emb.num_embeddings = vocab
+    if emb.padding_idx is not None and emb.padding_idx >= vocab:   # a pad token in another GPU's part (Phi-3's)
+        emb.padding_idx = None
+    if head is not None:
+        head.weight = emb.weight if tied else new((vocab, head.weight.shape[1]), head.weight)
+        if head.bias is not None:          # BERT's LM head adds a bias per token of the vocabulary
+            head.bias = new(vocab, head.bias)
 
 
 def _code_hash() -> str:
@@ -90,7 +130,7 @@ def tp_capture(config_path, batch: int, seq: int, tp: int, mode: str = "training
         raise ShardError(f"{cfg.path}: tensor parallelism is split here for model_type "
                                f"{', '.join(sorted(TP_SPLITS))} (got {cfg.model_type!r})")
     heads_field = model_config.HEAD_FIELDS[cfg.model_type][1]
-    for field in (heads_field, "num_key_value_heads"):
+    for field in (heads_field, "num_key_value_heads", INNER_FIELDS.get(cfg.model_type, "intermediate_size")):
         if cfg.raw.get(field) and cfg.raw[field] % tp:
             raise ShardError(f"{cfg.path}: field '{field}' ({cfg.raw[field]}) does not split over {tp} GPUs")
     model_config.check_args(cfg, batch, seq, mode)

@@ -157,6 +157,53 @@ def test_tensor_parallel_shard_of_gemma_keeps_its_tied_head(tmp_path):
     assert head["K"].tolist() == [sharding.padded_vocab(1000, 2) // 2]
 
 
+_SMALL = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 1, "max_position_embeddings": 128,
+          "vocab_size": 1000}
+
+
+# Small configs (width 64, 4 heads, 32 tokens) split over 2 GPUs. Each GPU's forward GEMMs of one block, in the
+# order they run, by hand as [M (tokens), N (inputs), K (outputs)]: a column-parallel layer keeps half its outputs,
+# a row-parallel one half its inputs. A fused projection halves as a whole: Phi-3's q, k, v (4 + 2 x 2 heads of 16)
+# 128 -> 64 outputs and its gate and up 2 x 96 -> 96; NeoX's q, k, v 192 -> 96. Mixtral's router stays whole (4
+# experts), and each expert runs its 16 tokens (32 x top-2 / 4) through half its inner width (gate and up 2 x 96 -> 96,
+# down 96 -> 48 inputs). BERT's layer-norms' and output layers' biases stay whole; its LM head has a bias per token.
+@pytest.mark.parametrize("model_type, extra, block", [
+    ("phi3", {"num_key_value_heads": 2, "intermediate_size": 96, "pad_token_id": 0},
+     [[32, 64, 64], [32, 32, 64], [32, 64, 96], [32, 48, 64]]),
+    ("gpt_neox", {"intermediate_size": 256},
+     [[32, 64, 96], [32, 32, 64], [32, 64, 128], [32, 128, 64]]),
+    ("mixtral", {"num_key_value_heads": 2, "intermediate_size": 96, "num_local_experts": 4, "num_experts_per_tok": 2},
+     [[32, 64, 32], [32, 64, 16], [32, 64, 16], [32, 32, 64], [32, 64, 4]] + [[16, 64, 96], [16, 48, 64]] * 4),
+    ("bert", {"intermediate_size": 256, "type_vocab_size": 2},
+     [[32, 64, 32], [32, 64, 32], [32, 64, 32], [32, 32, 64], [32, 64, 128], [32, 128, 64]]),
+])
+def test_tensor_parallel_shard_of_fused_expert_and_encoder_models_by_hand(tmp_path, model_type, extra, block):
+    config = tmp_path / f"{model_type}.json"
+    config.write_text(json.dumps({"model_type": model_type, **_SMALL, **extra}))
+    full, shard = (capture(config, 1, 32, "training", use_cache=False),
+                   sharding.tp_capture(config, 1, 32, 2, use_cache=False))
+    fw = _layer(shard, "fw", "linear")
+    assert fw[["M", "N", "K"]].to_numpy().tolist() == block
+    # every GEMM of a block but Mixtral's router does half the work, forward and backward
+    # (the router's GEMMs, forward and backward, are the ones with a side of 4, the experts)
+    router = full[["M", "N", "K"]].eq(4).any(axis=1) if model_type == "mixtral" else full["op"] != full["op"]
+    for phase in ("fw", "bw"):
+        assert _gemm_flops(shard, phase) == pytest.approx(_gemm_flops(full[~router], phase) / 2
+                                                          + _gemm_flops(full[router], phase))
+    # the attention's softmax (the block's first; Mixtral's router has one over all tokens) covers half the heads' rows
+    assert _layer(shard, "fw", "softmax")["B"].iloc[0] * 2 == _layer(full, "fw", "softmax")["B"].iloc[0] == 4 * 32
+    head = shard[(shard["layer"] == "epilogue") & (shard["phase"] == "fw") & (shard["op"] == "linear")]
+    assert sharding.padded_vocab(1000, 2) // 2 in head["K"].tolist()
+
+
+def test_tensor_parallel_inner_width_must_split(tmp_path):
+    config = tmp_path / "llama.json"
+    config.write_text(json.dumps({"model_type": "llama", **_SMALL, "intermediate_size": 90}))
+    with pytest.raises(sharding.ShardError, match=r"llama\.json: field 'intermediate_size' \(90\) does not split over 4 "
+                                                 r"GPUs"):
+        sharding.tp_capture(config, 1, 32, 4, use_cache=False)
+
+
 def test_tied_heads_follow_hugging_faces_defaults():
     from transformers import CONFIG_MAPPING
 
@@ -169,9 +216,9 @@ def test_tensor_parallel_errors_name_the_config():
         sharding.tp_capture(GPT2, 1, 64, 3)
     with pytest.raises(sharding.ShardError, match=r"field 'num_key_value_heads' \(8\) does not split over 16"):
         sharding.tp_capture(paths.MODELS_ADDED / "llama3_8b.json", 1, 64, 16)
-    with pytest.raises(sharding.ShardError, match=r"split here for model_type gemma, gpt2, llama, mistral, opt, qwen2 "
-                                                 r"\(got 'bert'\)"):
-        sharding.tp_capture(paths.MODEL_CONFIGS / "bert_large.json", 1, 64, 2)
+    with pytest.raises(sharding.ShardError, match=r"split here for model_type bert, gemma, gpt2, gpt_neox, llama, "
+                                                 r"mistral, mixtral, opt, phi3, qwen2 \(got 'switch_transformers'\)"):
+        sharding.tp_capture(paths.MODEL_CONFIGS / "switchxl4.json", 1, 64, 2)
 
 
 def test_saved_activations_of_a_gpt2_block_by_hand():
