@@ -1,10 +1,12 @@
-"""Training on several GPUs: data, tensor or pipeline parallel in a server, data parallel across servers (notebook 07).
+"""Training on several GPUs: data, tensor or pipeline parallel, or several combined, in one server or across servers
+(notebook 07).
 
-    python -m lib.distributed --model MODEL_CONFIG.json --device DEVICE.json --batch B --seq S --layout dp4|tp4|pp4_1
-        [--nodes N]
+    python -m lib.distributed --model MODEL_CONFIG.json --device DEVICE.json --batch B --seq S
+        --layout dp4|tp4|pp4_1|tp4xdp2 [--nodes N]
 
 prints {"latency_ms", "compute_ms", "communication_ms", "model_state_gb", "activation_gb", "memory_gb"}. A layout is
-the dataset's label option: dp<n>, tp<n> or pp<n>_<m> (n GPUs, m micro-batches); B is the global batch. Each GPU's
+the dataset's label option: dp<n>, tp<n> or pp<n>_<m> (n GPUs, m micro-batches), or several joined by x; B is the
+global batch. Each GPU's
 kernels are forecast by the single-GPU predictors (lib.forecast), and the collectives by the link's bandwidth from
 data/devices/interconnect.csv (spec sheets, one source per row). The layouts follow Megatron-LM, which measured the
 labels (megatron_configs/):
@@ -20,7 +22,14 @@ labels (megatron_configs/):
   activations forward and their gradient back, and the first and last stages all-reduce a tied embedding's gradient:
                                    t = sum_i t_i + (m - 1) max_i t_i + 2 (n - 1) p2p(4 B/m S h) + allreduce_2(4 V h)
   with t_i = forward + backward of stage i on one micro-batch.
-The collectives' times come from lib.network (NCCL's ring; across servers, data parallel only, hierarchical).
+- Several kinds joined by x (tp4xdp2, tp2xpp2_4xdp2: Megatron's 3D parallelism; the GPUs are tp x pp x dp): each
+  GPU runs a tp shard of its pipeline stage on micro-batches of B/(dp m) sequences. Each stage's time t_i takes in
+  its tp all-reduces, each boundary sends 1/tp of a micro-batch's activations per tp rank, and the dp all-reduce of
+  the gradients covers one GPU's share of the parameters, about P / (tp pp); each term as above. The groups are placed
+  as Megatron orders the GPUs, tp innermost, then dp, then pp (lib.distributed.place): a tp group stays inside a
+  server, and a dp group or a stage boundary that spans servers takes the network.
+The collectives' times come from lib.network (NCCL's ring; across servers hierarchical: inside each server, then
+across).
 model_state_gb: fp32 weights, gradients and Adam's two moments, 16 bytes per parameter, divided by the GPUs that
 share them (tp, pp). activation_gb: the tensors autograd saves for the backward pass on one GPU, counted on the meta
 device (lib.sharding): its share of the batch, its shard, or for pp the busiest stage, which holds its L/n blocks and
@@ -32,7 +41,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -54,33 +63,74 @@ class DistributedError(ValueError):
     """A layout, link table or model the distributed forecast cannot take; the message names what."""
 
 
+KINDS = ("tp", "pp", "dp")     # a combined layout's parts, in Megatron-LM's order of GPUs: tp innermost, then dp, pp
+
+
 @dataclass(frozen=True)
 class Layout:
-    """How a training step is split: kind 'dp' / 'tp' / 'pp', GPUs, micro-batches (pp), servers (dp)."""
-    kind: str
-    degree: int
+    """How a training step is split over GPUs: tensor, pipeline and data parallel degrees (Megatron-LM's tp, pp, dp),
+    micro-batches per step (pp), and the servers the GPUs are spread over."""
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
     micro_batches: int = 1
     nodes: int = 1
 
     @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def kind(self) -> str:
+        """'dp', 'tp' or 'pp' where at most one degree exceeds 1 (the labels' layouts), else 'hybrid'."""
+        split = [k for k in KINDS if getattr(self, k) > 1]
+        return "hybrid" if len(split) > 1 else (split or ["dp"])[0]
+
+    @property
     def name(self) -> str:
-        return f"{self.kind}{self.degree}" + (f"_{self.micro_batches}" if self.kind == "pp" else "")
+        parts = [k for k in KINDS if getattr(self, k) > 1] or ["dp"]
+        return "x".join(f"{k}{getattr(self, k)}" + (f"_{self.micro_batches}" if k == "pp" else "") for k in parts)
 
 
 def parse_layout(option: str, nodes: int = 1) -> Layout:
-    """A label option ('dp4', 'tp4', 'pp4_1') as a Layout (notebook 07); DistributedError names a bad one."""
-    m = LAYOUT.match(str(option))
-    if m is None or (m["micro"] and m["kind"] != "pp"):
+    """A label option ('dp4', 'tp4', 'pp4_1'), or several joined by 'x' ('tp4xdp2', 'tp2xpp2_4'), as a Layout
+    (notebook 07); DistributedError names a bad one."""
+    parts = [LAYOUT.match(p) for p in str(option).split("x")]
+    if not all(parts) or any(m["micro"] and m["kind"] != "pp" for m in parts):
         raise DistributedError(f"layout {option!r}: expected dp<n>, tp<n> or pp<n>_<micro-batches>, e.g. dp4, tp4, "
-                               "pp4_1")
+                               "pp4_1, or several joined by x, e.g. tp4xdp2")
+    kinds = [m["kind"] for m in parts]
+    if len(set(kinds)) < len(kinds):
+        raise DistributedError(f"layout {option!r}: each of dp, tp and pp at most once")
     if not (isinstance(nodes, int) and nodes >= 1):
         raise DistributedError(f"nodes must be a positive integer (got {nodes!r})")
-    if nodes > 1 and m["kind"] != "dp":
-        raise DistributedError(f"layout {option!r} over {nodes} servers: only data parallel spans servers here")
-    degree = int(m["degree"])
-    if degree % nodes:
-        raise DistributedError(f"layout {option!r}: {degree} GPUs do not split evenly over {nodes} servers")
-    return Layout(m["kind"], degree, int(m["micro"] or 1), nodes)
+    degrees = {m["kind"]: int(m["degree"]) for m in parts}
+    micro = next((int(m["micro"] or 1) for m in parts if m["kind"] == "pp"), 1)
+    layout = Layout(**degrees, micro_batches=micro, nodes=nodes)
+    place(layout, option)
+    return layout
+
+
+def place(layout: Layout, option=None) -> dict:
+    """Where a layout's groups run, in Megatron-LM's order of GPUs (tp innermost, then dp, then pp) over its servers:
+    {"gpus_per_node", "dp_in_node" (a data-parallel group's GPUs in one server), "dp_nodes" (the servers it spans),
+    "pp_crossings" (stage boundaries between servers)}; DistributedError where a group would straddle servers
+    unevenly, or a tensor-parallel group span them (notebook 07)."""
+    what = f"layout {option or layout.name!r} over {layout.nodes} servers"
+    if layout.gpus % layout.nodes:
+        raise DistributedError(f"{what}: {layout.gpus} GPUs do not split evenly over {layout.nodes} servers")
+    per_node = layout.gpus // layout.nodes
+    if per_node % layout.tp:
+        raise DistributedError(f"{what}: a tensor-parallel group of {layout.tp} would span servers of {per_node} GPUs; "
+                               f"tensor parallelism stays inside a server here")
+    slots = per_node // layout.tp            # tp groups per server, filled with dp ranks first, then pp stages
+    if slots % layout.dp and layout.dp % slots:
+        raise DistributedError(f"{what}: data-parallel groups of {layout.dp} do not align with servers of {slots} "
+                               f"tensor-parallel groups")
+    dp_in_node = min(layout.dp, slots)
+    stages_per_node = max(1, slots // layout.dp)
+    return {"gpus_per_node": per_node, "dp_in_node": dp_in_node, "dp_nodes": layout.dp // dp_in_node,
+            "pp_crossings": layout.pp // stages_per_node - 1}
 
 
 def megatron_layout(path) -> Layout:
@@ -96,10 +146,9 @@ def megatron_layout(path) -> Layout:
         raise DistributedError(f"{path}: launch config not found") from None
     except (yaml.YAMLError, KeyError, TypeError, ValueError) as e:
         raise DistributedError(f"{path}: not a Megatron-LM launch config ({type(e).__name__}: {e})") from None
-    dp = gpus // (tp * pp)
-    if (tp > 1) + (pp > 1) + (dp > 1) != 1:
-        raise DistributedError(f"{path}: {gpus} GPUs as dp {dp} x tp {tp} x pp {pp}; one kind of parallelism expected")
-    return Layout("tp", tp) if tp > 1 else Layout("pp", pp, micro) if pp > 1 else Layout("dp", dp)
+    if gpus % (tp * pp):
+        raise DistributedError(f"{path}: {gpus} GPUs do not split into tp {tp} x pp {pp} groups")
+    return Layout(tp, pp, gpus // (tp * pp), micro if pp > 1 else 1)
 
 
 def _sizes(cfg) -> tuple[int, int]:
@@ -139,43 +188,45 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
     from .model_config import load_config
     cfg = load_config(config_path)
     width, vocab = _sizes(cfg)
-    n, m = layout.degree, layout.micro_batches
-    if layout.kind == "dp" and batch % n:
-        raise DistributedError(f"batch {batch} does not split over {n} data-parallel GPUs")
-    if layout.kind == "pp" and batch % m:
-        raise DistributedError(f"batch {batch} does not split into {m} micro-batches")
-    node = link_of(device.name, "node", links)
-    params = parameter_count(config_path)
+    t, p, d, m = layout.tp, layout.pp, layout.dp, layout.micro_batches
+    where = place(layout)
+    if batch % (d * m):
+        split = " x ".join(([f"{d} data-parallel GPUs"] if d > 1 else []) + ([f"{m} micro-batches"] if m > 1 else []))
+        raise DistributedError(f"batch {batch} does not split over {split}")
     layers = sum(cfg.num_layers)
-    if layout.kind == "dp":
-        compute = summarize(_predicted(capture(config_path, batch // n, seq, "training"), device,
-                                       cfg_by_class))["latency_ms"]
-        g = n // layout.nodes
-        network = link_of(device.name, "network", links) if layout.nodes > 1 else node
-        comm = hierarchical_allreduce_ms(FP32_BYTES * params, g, layout.nodes, node, network)
-        state = MODEL_STATE_BYTES * params
-        saved = activation_bytes(config_path, batch // n, seq)
-        act = saved_bytes_of(saved, layers)
-    elif layout.kind == "tp":
-        table = _predicted(tp_capture(config_path, batch, seq, n), device, cfg_by_class)
-        compute = summarize(table)["latency_ms"]
-        comm = 2 * (ALLREDUCES_PER_BLOCK * layers + 1) * allreduce_ms(FP32_BYTES * batch * seq * width, n, node)
-        state = MODEL_STATE_BYTES * params / n
-        saved = activation_bytes(config_path, batch, seq, tp=n)
-        act = saved_bytes_of(saved, layers)
+    if p > 1 and (len(cfg.num_layers) != 1 or layers % p):
+        raise DistributedError(f"{cfg.path}: {layers} blocks do not split evenly into {p} pipeline stages")
+    node = link_of(device.name, "node", links)
+    network = link_of(device.name, "network", links) if layout.nodes > 1 else node
+    params = parameter_count(config_path)
+    micro = batch // (d * m)                  # sequences per micro-batch on one GPU
+    kernels = tp_capture(config_path, micro, seq, t) if t > 1 else capture(config_path, micro, seq, "training")
+    table = _predicted(kernels, device, cfg_by_class)
+    # tp: each block all-reduces its activations twice per pass, the embedding once, on the first stage
+    tp_ms = [2 * (ALLREDUCES_PER_BLOCK * (layers // p) + (i == 0)) * allreduce_ms(FP32_BYTES * micro * seq * width, t,
+                                                                                   node) for i in range(p)]
+    if p == 1:
+        compute, comm = summarize(table)["latency_ms"], tp_ms[0]
     else:
-        if len(cfg.num_layers) != 1 or layers % n:
-            raise DistributedError(f"{cfg.path}: {layers} blocks do not split evenly into {n} pipeline stages")
-        stages = _pp_stages(_predicted(capture(config_path, batch // m, seq, "training"), device, cfg_by_class),
-                            n, layers)
-        per_stage = stages["fw_ms"] + stages["bw_ms"]
-        compute = float(per_stage.sum() + (m - 1) * per_stage.max())
+        stages = _pp_stages(table, p, layers)
+        kernel_ms = (stages["fw_ms"] + stages["bw_ms"]).to_numpy()
+        busiest = int((kernel_ms + tp_ms).argmax())
+        compute = float(kernel_ms.sum() + (m - 1) * kernel_ms[busiest])
+        # each stage boundary sends a micro-batch's activations forward and their gradient back, 1/tp per tp rank
+        sent = FP32_BYTES * micro * seq * width / t
+        crossings = where["pp_crossings"]
+        comm = (sum(tp_ms) + (m - 1) * tp_ms[busiest] + 2 * (p - 1 - crossings) * p2p_ms(sent, node)
+                + 2 * crossings * p2p_ms(sent, network))
         tied = cfg.raw.get("tie_word_embeddings", cfg.model_type in TIED_BY_DEFAULT)
-        comm = (2 * (n - 1) * p2p_ms(FP32_BYTES * (batch // m) * seq * width, node)
-                + (allreduce_ms(FP32_BYTES * vocab * width, 2, node) if tied and n > 1 else 0.0))
-        state = MODEL_STATE_BYTES * params / n
-        saved = activation_bytes(config_path, batch // m, seq)
-        act = min(m, n) * saved_bytes_of(saved, layers // n)
+        if tied:
+            comm += allreduce_ms(FP32_BYTES * vocab * width / t, 2, network if layout.nodes > 1 else node)
+    # dp: the gradients of one GPU's share of the parameters (about P / (tp pp)), a ring inside each server, then one
+    # across the servers the group spans
+    comm += hierarchical_allreduce_ms(FP32_BYTES * params / (t * p), where["dp_in_node"], where["dp_nodes"], node,
+                                      network)
+    state = MODEL_STATE_BYTES * params / (t * p)
+    saved = activation_bytes(config_path, micro, seq, tp=t)
+    act = saved_bytes_of(saved, layers) if p == 1 else min(m, p) * saved_bytes_of(saved, layers // p)
     return {"latency_ms": compute + comm, "compute_ms": compute, "communication_ms": comm,
             "model_state_gb": state / 1e9, "activation_gb": act / 1e9, "memory_gb": (state + act) / 1e9}
 
@@ -227,7 +278,7 @@ def evaluate_labels(labels: pd.DataFrame, *, cfg_by_class=None, micro_batches: i
     for r in labels[labels["option"].str.match(LAYOUT)].itertuples(index=False):
         layout = parse_layout(r.option)
         if micro_batches is not None and layout.kind == "pp":
-            layout = Layout("pp", layout.degree, micro_batches)
+            layout = replace(layout, micro_batches=micro_batches)
         device = load_device(device_file_of_folder(r.gpu))
         f = forecast_layout(paths.MODEL_CONFIGS / f"{r.model}.json", device, r.batch, r.seq, layout,
                             cfg_by_class=cfg_by_class)
@@ -250,8 +301,9 @@ def main(argv=None) -> int:
                    help="device spec JSON (dataset format), or a known GPU's name (H100, NVIDIA_H200)")
     p.add_argument("--batch", type=int, required=True, help="global batch: sequences per step over all GPUs")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence")
-    p.add_argument("--layout", required=True, help="dp<n>, tp<n> or pp<n>_<micro-batches>, as the labels name them")
-    p.add_argument("--nodes", type=int, default=1, help="servers the GPUs are spread over (data parallel only)")
+    p.add_argument("--layout", required=True, help="dp<n>, tp<n> or pp<n>_<micro-batches>, as the labels name them, "
+                                                    "or several joined by x (tp4xdp2, tp2xpp2_4xdp2)")
+    p.add_argument("--nodes", type=int, default=1, help="servers the GPUs are spread over (a tp group stays in one)")
     args = p.parse_args(argv)
     try:
         if args.batch < 1 or args.seq < 1:

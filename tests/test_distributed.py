@@ -10,7 +10,7 @@ from lib import network as net
 from lib import sharding
 from lib import paths
 from lib.devices import device_by_name
-from lib.forecast import forecast
+from lib.forecast import forecast, predict_table, summarize
 from lib.graph import capture
 from lib.labels import load_labels
 
@@ -46,27 +46,45 @@ def test_megatron_pads_the_vocabulary_to_128_times_tp():
     assert sharding.padded_vocab(512, 4) == 512
 
 
-@pytest.mark.parametrize("option, nodes, layout", [
-    ("dp4", 1, d.Layout("dp", 4)), ("tp4", 1, d.Layout("tp", 4)), ("pp4_1", 1, d.Layout("pp", 4, 1)),
-    ("pp4", 1, d.Layout("pp", 4, 1)), ("dp16", 2, d.Layout("dp", 16, 1, 2))])
-def test_parse_layout(option, nodes, layout):
+@pytest.mark.parametrize("option, nodes, layout, kind", [
+    ("dp4", 1, d.Layout(dp=4), "dp"), ("tp4", 1, d.Layout(tp=4), "tp"), ("pp4_1", 1, d.Layout(pp=4), "pp"),
+    ("pp4", 1, d.Layout(pp=4), "pp"), ("dp16", 2, d.Layout(dp=16, nodes=2), "dp"),
+    ("tp4xdp2", 1, d.Layout(tp=4, dp=2), "hybrid"), ("dp2xpp2_4xtp2", 1, d.Layout(2, 2, 2, 4), "hybrid"),
+    ("tp8xpp2_8", 2, d.Layout(tp=8, pp=2, micro_batches=8, nodes=2), "hybrid")])
+def test_parse_layout(option, nodes, layout, kind):
     assert d.parse_layout(option, nodes) == layout
-    assert d.parse_layout(layout.name, nodes) == layout
+    assert d.parse_layout(layout.name, nodes) == layout and layout.kind == kind
+    assert d.Layout(tp=2, pp=2, dp=2, micro_batches=4).name == "tp2xpp2_4xdp2"
 
 
 @pytest.mark.parametrize("option, nodes, message", [
     ("dp4_2", 1, "expected dp<n>"), ("xp4", 1, "expected dp<n>"), ("dp0", 1, "expected dp<n>"),
-    ("tp8", 2, "only data parallel"), ("dp6", 4, "do not split evenly"), ("dp4", 0, "nodes must be")])
+    ("tp2x", 1, "expected dp<n>"), ("tp2_2xdp2", 1, "expected dp<n>"), ("tp2xtp2", 1, "each of dp, tp and pp at most"),
+    ("tp8", 2, "a tensor-parallel group of 8 would span servers of 4 GPUs"), ("dp6", 4, "do not split evenly"),
+    ("dp4", 0, "nodes must be"),
+    ("dp3xpp2", 3, "data-parallel groups of 3 do not align with servers of 2 tensor-parallel groups")])
 def test_parse_layout_errors(option, nodes, message):
     with pytest.raises(d.DistributedError, match=message):
         d.parse_layout(option, nodes)
 
 
+@pytest.mark.parametrize("option, nodes, where", [
+    # 16 GPUs on 2 servers of 8, tp innermost, then dp, then pp (Megatron-LM's order)
+    ("dp16", 2, {"gpus_per_node": 8, "dp_in_node": 8, "dp_nodes": 2, "pp_crossings": 0}),
+    ("tp8xdp2", 2, {"gpus_per_node": 8, "dp_in_node": 1, "dp_nodes": 2, "pp_crossings": 0}),
+    ("tp4xdp2xpp2_4", 2, {"gpus_per_node": 8, "dp_in_node": 2, "dp_nodes": 1, "pp_crossings": 1}),
+    ("tp2xpp8_8", 2, {"gpus_per_node": 8, "dp_in_node": 1, "dp_nodes": 1, "pp_crossings": 1}),
+    ("tp2xdp8", 2, {"gpus_per_node": 8, "dp_in_node": 4, "dp_nodes": 2, "pp_crossings": 0}),
+    ("dp2xpp4_4", 1, {"gpus_per_node": 8, "dp_in_node": 2, "dp_nodes": 1, "pp_crossings": 0})])
+def test_groups_are_placed_as_megatron_orders_the_gpus(option, nodes, where):
+    assert d.place(d.parse_layout(option, nodes)) == where
+
+
 def test_megatron_configs_read_as_their_layouts():
     folder = paths.NEUSIGHT / "data" / "megatron_configs"
-    assert d.megatron_layout(folder / "DP.yaml") == d.Layout("dp", 4)
-    assert d.megatron_layout(folder / "TP.yaml") == d.Layout("tp", 4)
-    assert d.megatron_layout(folder / "PP.yaml") == d.Layout("pp", 4, 4)
+    assert d.megatron_layout(folder / "DP.yaml") == d.Layout(dp=4)
+    assert d.megatron_layout(folder / "TP.yaml") == d.Layout(tp=4)
+    assert d.megatron_layout(folder / "PP.yaml") == d.Layout(pp=4, micro_batches=4)
 
 
 def test_megatron_config_errors_name_the_file(tmp_path):
@@ -267,12 +285,46 @@ def test_one_micro_batch_pipeline_computes_the_whole_model_once():
     assert pp2["activation_gb"] == pytest.approx(2 * (saved["outside"] + 9 * saved["per_block"]) / 1e9)
 
 
+def test_combined_layouts_by_hand():
+    # GPT2-Large (36 blocks, width 1280, P parameters) at a global batch of 4 sequences of 128 tokens on H100s
+    dev = device_by_name("NVIDIA H100 80GB HBM3")
+    node, ib = net.link_of(dev.name), net.link_of(dev.name, "network")
+    params, width, vocab = 774_030_080, 1280, 50257
+    shard = summarize(predict_table(sharding.tp_capture(GPT2, 2, 128, 2), dev))      # tp 2, 2 sequences
+    # tp2 x dp2: each pair of GPUs runs half the batch as a tp-2 shard, then all-reduces the gradients of its half of
+    # the parameters with the other pair
+    f = d.forecast_layout(GPT2, dev, 4, 128, d.parse_layout("tp2xdp2"))
+    tp_ms = 2 * (2 * 36 + 1) * net.allreduce_ms(4 * 2 * 128 * width, 2, node)
+    assert f["compute_ms"] == pytest.approx(shard["latency_ms"])
+    assert f["communication_ms"] == pytest.approx(tp_ms + net.allreduce_ms(4 * params / 2, 2, node))
+    assert f["model_state_gb"] == pytest.approx(16 * params / 2 / 1e9)
+    saved = sharding.activation_bytes(GPT2, 2, 128, tp=2)
+    assert f["activation_gb"] == pytest.approx((saved["outside"] + 36 * saved["per_block"]) / 1e9)
+    # the same over 2 servers: the gradients' all-reduce crosses the network, the shard's stays inside a server
+    f2 = d.forecast_layout(GPT2, dev, 4, 128, d.parse_layout("tp2xdp2", nodes=2))
+    assert f2["communication_ms"] == pytest.approx(tp_ms + net.allreduce_ms(4 * params / 2, 2, ib))
+    # tp2 x pp2 with 2 micro-batches of 2: stage i runs 18 blocks and its tp all-reduces (the embedding's on stage 0);
+    # the step is both stages once, then the busier once more; each boundary sends half a micro-batch's activations
+    # per tp rank both ways, and the tied embedding's gradient (a tp rank's half) is all-reduced by both ends
+    f3 = d.forecast_layout(GPT2, dev, 4, 128, d.parse_layout("tp2xpp2_2"))
+    stages = d._pp_stages(predict_table(sharding.tp_capture(GPT2, 2, 128, 2), dev), 2, 36)
+    ar = net.allreduce_ms(4 * 2 * 128 * width, 2, node)
+    stage_ms = (stages["fw_ms"] + stages["bw_ms"]).to_numpy() + [2 * (2 * 18 + 1) * ar, 2 * 2 * 18 * ar]
+    p2p = 2 * net.p2p_ms(4 * 2 * 128 * width / 2, node)
+    tied = net.allreduce_ms(4 * vocab * width / 2, 2, node)
+    assert f3["latency_ms"] == pytest.approx(stage_ms.sum() + stage_ms.max() + p2p + tied)
+    assert f3["model_state_gb"] == pytest.approx(16 * params / 4 / 1e9)
+    assert f3["activation_gb"] == pytest.approx(2 * (saved["outside"] + 18 * saved["per_block"]) / 1e9)
+
+
 def test_forecast_layout_refuses_a_batch_that_does_not_split():
     dev = device_by_name("NVIDIA H100 80GB HBM3")
     with pytest.raises(d.DistributedError, match="batch 6 does not split over 4"):
         d.forecast_layout(GPT2, dev, 6, 128, d.parse_layout("dp4"))
     with pytest.raises(d.DistributedError, match="36 blocks do not split evenly into 5"):
         d.forecast_layout(GPT2, dev, 5, 128, d.parse_layout("pp5_1"))
+    with pytest.raises(d.DistributedError, match="batch 6 does not split over 2 data-parallel GPUs x 4 micro-batches"):
+        d.forecast_layout(GPT2, dev, 6, 128, d.parse_layout("dp2xpp2_4"))
 
 
 def test_paper_table_measured_column_is_the_labels():
@@ -303,13 +355,24 @@ def test_cli_prints_the_forecast():
     (("--layout", "zz4"), "layout 'zz4'"),
     (("--layout", "dp4", "--device", "A100"), "'A100' names 3 known GPUs"),
     (("--layout", "dp4", "--device", paths.DEVICE_CONFIGS / "AMD_Instinct_MI250.json"), "no node link for"),
-    (("--layout", "dp8", "--nodes", "2", "--device", paths.DEVICE_CONFIGS / "NVIDIA_L4.json"), "no network link")])
+    (("--layout", "dp8", "--nodes", "2", "--device", paths.DEVICE_CONFIGS / "NVIDIA_L4.json"), "no network link"),
+    (("--layout", "tp8", "--nodes", "2"), "a tensor-parallel group of 8 would span servers of 4 GPUs"),
+    (("--layout", "tp2xdp2xtp2"), "each of dp, tp and pp at most once"),
+    (("--layout", "tp2xpp2_3"), "batch 8 does not split over 3 micro-batches")])
 def test_cli_errors_are_one_line(args, message):
     base = {"--model": GPT2, "--device": H100, "--batch": 8, "--seq": 128}
     extra = dict(zip(args[::2], args[1::2]))
     r = _cli(*[x for k, v in {**base, **extra}.items() for x in (k, v)])
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
+
+
+def test_cli_takes_a_combined_layout_across_servers():
+    r = _cli("--model", GPT2, "--device", H100, "--batch", 8, "--seq", 128, "--layout", "tp4xdp2", "--nodes", "2")
+    assert r.returncode == 0, r.stderr
+    dev = device_by_name("NVIDIA H100 80GB HBM3")
+    assert json.loads(r.stdout) == pytest.approx(d.forecast_layout(GPT2, dev, 8, 128, d.parse_layout("tp4xdp2", 2),
+                                                                   cfg_by_class=None))
 
 
 def test_cli_warns_when_the_model_state_exceeds_memory():

@@ -1921,6 +1921,32 @@ def test_07_distributed_reading():
                f"{top['servers'].iloc[0]} H100 servers")
 
 
+
+def test_07_two_servers_reading():
+    """Notebook 07's reading of GPT3-6.7B on two servers, layouts combined (07-two-servers)."""
+    t = table("07-two-servers")
+    t["stages"] = t["layout"].str.contains("pp")
+    a100, h200 = "NVIDIA A100-SXM4-40GB", "NVIDIA H200"
+    flat_ = t[~t["stages"] & t["device"].isin([a100, H100])]
+    assert not flat_["fits"].any()                                  # "No layout without pipeline stages fits"
+    says(NB07, f"they need {flat_['memory_gb'].min():.1f} to {flat_['memory_gb'].max():.1f} GB per GPU, data parallel "
+               f"alone {t[t['layout'] == 'dp16']['model_state_gb'].iloc[0]:.1f} GB of model state")
+    assert not t[t["layout"] == "dp16"]["fits"].any()               # "which no GPU here holds"
+    act = t[t["device"] == H100].set_index("layout")["activation_gb"]
+    assert act["tp2xdp8"] < act["tp4xdp4"] < act["tp8xdp2"]         # "more tensor parallelism ... more activation memory"
+    says(NB07, f"({act['tp2xdp8']:.1f} GB at `tp2xdp8`, {act['tp8xdp2']:.1f} GB at `tp8xdp2`)")
+    best = t[t["fastest_that_fits"]].set_index("device")
+    assert best.loc[a100, "layout"] == best.loc[H100, "layout"] == "tp4xpp2_8xdp2"
+    says(NB07, f"the fastest layout that fits is `tp4xpp2_8xdp2`, in {best.loc[H100, 'memory_gb']:.1f} GB: "
+               f"{best.loc[a100, 'latency_ms']:.0f} ms on the A100-SXM4-40GB, {best.loc[H100, 'latency_ms']:.0f} ms on "
+               f"the H100")
+    assert best.loc[h200, "layout"] == "tp2xdp8" and best.loc[h200, "latency_ms"] == t["latency_ms"].min()
+    says(NB07, f"The H200's {best.loc[h200, 'mem_gb']:.0f} GB hold `tp2xdp8`, at {best.loc[h200, 'latency_ms']:.0f} ms "
+               f"the fastest step here, {best.loc[h200, 'latency_ms'] / best.loc[H100, 'latency_ms']:.2f} of the "
+               f"H100's best")
+    share = 100 * t["communication_ms"] / t["latency_ms"]
+    says(NB07, f"Communication is {share.min():.1f}% to {share.max():.1f}% of these forecasts")
+
 def test_04_busy_gpu_reading():
     """04 cell busy-read: the launch gap and the cache apart, from the kernels timed behind a busy GPU (04-measured-busy)."""
     t = table("04-measured-busy").set_index(["effect", "op_class", "size"])
