@@ -29,11 +29,14 @@ labels (megatron_configs/):
   as Megatron orders the GPUs, tp innermost, then dp, then pp (lib.distributed.place): a tp group stays inside a
   server, and a dp group or a stage boundary that spans servers takes the network.
 The collectives' times come from lib.network (NCCL's ring; across servers hierarchical: inside each server, then
-across).
+across). --recompute: Megatron-LM's full activation recomputation (granularity full, method uniform, one block at a
+time): each block keeps only its input [B', S, h] for the backward pass and runs its forward (and, under tp, its
+forward all-reduces) once more before its backward.
 model_state_gb: fp32 weights, gradients and Adam's two moments, 16 bytes per parameter, divided by the GPUs that
 share them (tp, pp). activation_gb: the tensors autograd saves for the backward pass on one GPU, counted on the meta
 device (lib.sharding): its share of the batch, its shard, or for pp the busiest stage, which holds its L/n blocks and
-everything outside the blocks for min(m, n) micro-batches under 1F1B. memory_gb = model_state_gb +
+everything outside the blocks for min(m, n) micro-batches under 1F1B; with --recompute, the blocks' inputs instead
+of their saved tensors, plus one block's saved tensors. memory_gb = model_state_gb +
 activation_gb, a lower bound of the peak (no workspace, no transient gradients).
 """
 from __future__ import annotations
@@ -180,9 +183,9 @@ def _pp_stages(table: pd.DataFrame, stages: int, layers: int) -> pd.DataFrame:
 
 
 def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *, cfg_by_class=None,
-                    links=INTERCONNECT) -> dict:
+                    links=INTERCONNECT, recompute: bool = False) -> dict:
     """One training step of `layout` on `device` GPUs: latency_ms = compute_ms + communication_ms, and the memory
-    per GPU (module docstring) (notebook 07)."""
+    per GPU (module docstring); recompute: full activation recomputation (module docstring) (notebook 07)."""
     from .forecast import summarize
     from .graph import capture, parameter_count
     from .model_config import load_config
@@ -202,14 +205,19 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
     micro = batch // (d * m)                  # sequences per micro-batch on one GPU
     kernels = tp_capture(config_path, micro, seq, t) if t > 1 else capture(config_path, micro, seq, "training")
     table = _predicted(kernels, device, cfg_by_class)
-    # tp: each block all-reduces its activations twice per pass, the embedding once, on the first stage
-    tp_ms = [2 * (ALLREDUCES_PER_BLOCK * (layers // p) + (i == 0)) * allreduce_ms(FP32_BYTES * micro * seq * width, t,
-                                                                                   node) for i in range(p)]
+    blocks = layers // p                      # blocks per stage
+    # tp: each block all-reduces its activations twice per pass, the embedding once, on the first stage; a recomputed
+    # forward all-reduces again
+    tp_ms = [(2 * (ALLREDUCES_PER_BLOCK * blocks + (i == 0)) + (ALLREDUCES_PER_BLOCK * blocks if recompute else 0))
+             * allreduce_ms(FP32_BYTES * micro * seq * width, t, node) for i in range(p)]
+    # recompute: each stage runs its blocks' forward once more, in the backward pass
+    again_ms = (table[(table["layer"] == "layer") & (table["phase"] == "fw")]["total_ms"].sum() / layers * blocks
+                if recompute else 0.0)
     if p == 1:
-        compute, comm = summarize(table)["latency_ms"], tp_ms[0]
+        compute, comm = summarize(table)["latency_ms"] + again_ms, tp_ms[0]
     else:
         stages = _pp_stages(table, p, layers)
-        kernel_ms = (stages["fw_ms"] + stages["bw_ms"]).to_numpy()
+        kernel_ms = (stages["fw_ms"] + stages["bw_ms"]).to_numpy() + again_ms
         busiest = int((kernel_ms + tp_ms).argmax())
         compute = float(kernel_ms.sum() + (m - 1) * kernel_ms[busiest])
         # each stage boundary sends a micro-batch's activations forward and their gradient back, 1/tp per tp rank
@@ -226,7 +234,11 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
                                       network)
     state = MODEL_STATE_BYTES * params / (t * p)
     saved = activation_bytes(config_path, micro, seq, tp=t)
-    act = saved_bytes_of(saved, layers) if p == 1 else min(m, p) * saved_bytes_of(saved, layers // p)
+    if recompute:   # each block keeps only its input; one block's saved tensors are rebuilt at a time
+        kept = {"outside": saved["outside"], "per_block": FP32_BYTES * micro * seq * width}
+        act = min(m, p) * saved_bytes_of(kept, blocks) + saved["per_block"]
+    else:
+        act = saved_bytes_of(saved, layers) if p == 1 else min(m, p) * saved_bytes_of(saved, blocks)
     return {"latency_ms": compute + comm, "compute_ms": compute, "communication_ms": comm,
             "model_state_gb": state / 1e9, "activation_gb": act / 1e9, "memory_gb": (state + act) / 1e9}
 
@@ -304,6 +316,8 @@ def main(argv=None) -> int:
     p.add_argument("--layout", required=True, help="dp<n>, tp<n> or pp<n>_<micro-batches>, as the labels name them, "
                                                     "or several joined by x (tp4xdp2, tp2xpp2_4xdp2)")
     p.add_argument("--nodes", type=int, default=1, help="servers the GPUs are spread over (a tp group stays in one)")
+    p.add_argument("--recompute", action="store_true",
+                   help="full activation recomputation: each block keeps only its input and runs its forward again")
     args = p.parse_args(argv)
     try:
         if args.batch < 1 or args.seq < 1:
@@ -311,7 +325,7 @@ def main(argv=None) -> int:
         from .kernels import vendor_models
         device = load_device(args.device)
         result = forecast_layout(args.model, device, args.batch, args.seq, parse_layout(args.layout, args.nodes),
-                                 cfg_by_class=vendor_models(device, "neusight"))
+                                 cfg_by_class=vendor_models(device, "neusight"), recompute=args.recompute)
     except (DistributedError, NetworkError, ShardError, DeviceError, GraphError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -317,6 +317,33 @@ def test_combined_layouts_by_hand():
     assert f3["activation_gb"] == pytest.approx(2 * (saved["outside"] + 18 * saved["per_block"]) / 1e9)
 
 
+def test_full_recomputation_by_hand():
+    # GPT2-Large at 1 sequence of 128 tokens on one H100: each block keeps only its input [1, 128, 1280] (fp32) and
+    # runs its forward again before its backward; one block's saved tensors are rebuilt at a time
+    dev = device_by_name("NVIDIA H100 80GB HBM3")
+    table = predict_table(capture(GPT2, 1, 128, "training"), dev)
+    blocks_fw = table[(table["layer"] == "layer") & (table["phase"] == "fw")]["total_ms"].sum()
+    plain, again = (d.forecast_layout(GPT2, dev, 1, 128, d.parse_layout("dp1"), recompute=r) for r in (False, True))
+    assert again["compute_ms"] == pytest.approx(plain["compute_ms"] + blocks_fw)
+    saved = sharding.activation_bytes(GPT2, 1, 128)
+    assert again["activation_gb"] == pytest.approx((saved["outside"] + 36 * 4 * 128 * 1280 + saved["per_block"]) / 1e9)
+    assert again["activation_gb"] < plain["activation_gb"] and again["model_state_gb"] == plain["model_state_gb"]
+    # tp2 x pp2, 2 micro-batches of 2: each stage runs its 18 blocks' forward again, with their 2 all-reduces each
+    node = net.link_of(dev.name)
+    f = d.forecast_layout(GPT2, dev, 4, 128, d.parse_layout("tp2xpp2_2"), recompute=True)
+    shard = predict_table(sharding.tp_capture(GPT2, 2, 128, 2), dev)
+    stages = d._pp_stages(shard, 2, 36)
+    fw18 = shard[(shard["layer"] == "layer") & (shard["phase"] == "fw")]["total_ms"].sum() / 2
+    ar = net.allreduce_ms(4 * 2 * 128 * 1280, 2, node)
+    stage_ms = ((stages["fw_ms"] + stages["bw_ms"]).to_numpy() + fw18
+                + [(2 * (2 * 18 + 1) + 2 * 18) * ar, (2 * 2 * 18 + 2 * 18) * ar])
+    p2p, tied = 2 * net.p2p_ms(4 * 2 * 128 * 1280 / 2, node), net.allreduce_ms(4 * 50257 * 1280 / 2, 2, node)
+    assert f["latency_ms"] == pytest.approx(stage_ms.sum() + stage_ms.max() + p2p + tied)
+    saved2 = sharding.activation_bytes(GPT2, 2, 128, tp=2)
+    assert f["activation_gb"] == pytest.approx((2 * (saved2["outside"] + 18 * 4 * 2 * 128 * 1280)
+                                                + saved2["per_block"]) / 1e9)
+
+
 def test_forecast_layout_refuses_a_batch_that_does_not_split():
     dev = device_by_name("NVIDIA H100 80GB HBM3")
     with pytest.raises(d.DistributedError, match="batch 6 does not split over 4"):
@@ -373,6 +400,12 @@ def test_cli_takes_a_combined_layout_across_servers():
     dev = device_by_name("NVIDIA H100 80GB HBM3")
     assert json.loads(r.stdout) == pytest.approx(d.forecast_layout(GPT2, dev, 8, 128, d.parse_layout("tp4xdp2", 2),
                                                                    cfg_by_class=None))
+
+
+def test_cli_recomputes_on_request():
+    base = ("--model", GPT2, "--device", H100, "--batch", 8, "--seq", 128, "--layout", "tp4xdp2")
+    plain, again = (json.loads(_cli(*base, *extra).stdout) for extra in ((), ("--recompute",)))
+    assert again["compute_ms"] > plain["compute_ms"] and again["activation_gb"] < plain["activation_gb"]
 
 
 def test_cli_warns_when_the_model_state_exceeds_memory():
