@@ -2,7 +2,8 @@
 (notebook 07).
 
     python -m lib.distributed --model MODEL_CONFIG.json --device DEVICE.json --batch B --seq S
-        --layout dp4|tp4|pp4_1|tp4xdp2 [--nodes N]
+        --layout dp4|tp4|pp4_1|tp4xdp2 [--nodes N] [--recompute]
+    python -m lib.distributed ... --layout all --gpus G [--nodes N]     (every layout of G GPUs, as a CSV table)
 
 prints {"latency_ms", "compute_ms", "communication_ms", "model_state_gb", "activation_gb", "memory_gb"}. A layout is
 the dataset's label option: dp<n>, tp<n> or pp<n>_<m> (n GPUs, m micro-batches), or several joined by x; B is the
@@ -276,6 +277,62 @@ def paper_distributed_table(path: Path | None = None) -> pd.DataFrame:
     return measured.merge(paper, on=["model", "batch", "gpus", "layout"], how="outer")
 
 
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def candidate_layouts(config_path, gpus: int, nodes: int, batch: int) -> list[Layout]:
+    """Every layout of `gpus` GPUs on `nodes` servers that the model and the global batch admit: tp a divisor of a
+    server's GPUs that the model splits over (lib.sharding.check_split), pp a divisor of its blocks, dp the rest and a
+    divisor of the batch, for pp every micro-batch count that divides dp's share, and groups that place() can put on
+    the servers (notebook 07)."""
+    from .model_config import load_config
+    from .sharding import check_split
+    cfg = load_config(config_path)
+    _sizes(cfg)
+    if not (gpus >= 1 and nodes >= 1 and gpus % nodes == 0):
+        raise DistributedError(f"{gpus} GPUs do not split evenly over {nodes} servers")
+    layers, out = sum(cfg.num_layers), []
+    for tp in _divisors(gpus // nodes):
+        try:
+            if tp > 1:
+                check_split(cfg, tp)
+        except ShardError:
+            continue
+        for pp in (p for p in _divisors(gpus // tp) if layers % p == 0):
+            dp = gpus // (tp * pp)
+            if batch % dp:
+                continue
+            for m in _divisors(batch // dp) if pp > 1 else [1]:
+                layout = Layout(tp, pp, dp, m, nodes)
+                try:
+                    place(layout)
+                except DistributedError:
+                    continue
+                out.append(layout)
+    return out
+
+
+SEARCH_COLUMNS = ["layout", "tp", "pp", "dp", "micro_batches", "latency_ms", "compute_ms", "communication_ms",
+                  "model_state_gb", "activation_gb", "memory_gb", "fits_memory"]
+
+
+def search_layouts(config_path, device, gpus: int, nodes: int, batch: int, seq: int, *, cfg_by_class=None,
+                   recompute: bool = False, links=INTERCONNECT) -> pd.DataFrame:
+    """Every candidate layout (candidate_layouts) forecast by forecast_layout, one row each: those whose memory bound
+    fits the GPU's memory first, then the others, each group fastest first (notebook 07)."""
+    from tqdm import tqdm
+    rows = []
+    for layout in tqdm(candidate_layouts(config_path, gpus, nodes, batch), desc="layouts", file=sys.stderr,
+                       disable=None):
+        f = forecast_layout(config_path, device, batch, seq, layout, cfg_by_class=cfg_by_class, links=links,
+                            recompute=recompute)
+        rows.append({"layout": layout.name, "tp": layout.tp, "pp": layout.pp, "dp": layout.dp,
+                     "micro_batches": layout.micro_batches, **f, "fits_memory": f["memory_gb"] <= device.mem_gb})
+    table = pd.DataFrame(rows, columns=SEARCH_COLUMNS)
+    return table.sort_values(["fits_memory", "latency_ms"], ascending=[False, True], kind="stable").reset_index(drop=True)
+
+
 # The paper's distributed table names its GPUs "A100x4" and "H100x4"; these are the label folders they stand for (its
 # measured column equals these labels' e2e_latency, tests/test_distributed.py checks).
 PAPER_GPUS = {"A100x4": "NVIDIA_A100-SXM4-40GB", "H100x4": "NVIDIA_H100_80GB_HBM3"}
@@ -314,7 +371,9 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, required=True, help="global batch: sequences per step over all GPUs")
     p.add_argument("--seq", type=int, required=True, help="tokens per sequence")
     p.add_argument("--layout", required=True, help="dp<n>, tp<n> or pp<n>_<micro-batches>, as the labels name them, "
-                                                    "or several joined by x (tp4xdp2, tp2xpp2_4xdp2)")
+                                                    "or several joined by x (tp4xdp2, tp2xpp2_4xdp2); 'all': every "
+                                                    "layout of --gpus GPUs, as a CSV table, fastest that fits first")
+    p.add_argument("--gpus", type=int, help="GPUs in all (required with --layout all)")
     p.add_argument("--nodes", type=int, default=1, help="servers the GPUs are spread over (a tp group stays in one)")
     p.add_argument("--recompute", action="store_true",
                    help="full activation recomputation: each block keeps only its input and runs its forward again")
@@ -322,10 +381,19 @@ def main(argv=None) -> int:
     try:
         if args.batch < 1 or args.seq < 1:
             raise DistributedError(f"--batch and --seq must be positive integers (got {args.batch}, {args.seq})")
+        if args.layout == "all" and args.gpus is None:
+            raise DistributedError("--layout all needs --gpus, the GPUs in all")
+        layout = None if args.layout == "all" else parse_layout(args.layout, args.nodes)
+        if layout is not None and args.gpus is not None and args.gpus != layout.gpus:
+            raise DistributedError(f"layout {args.layout!r} takes {layout.gpus} GPUs, not --gpus {args.gpus}")
         from .kernels import vendor_models
         device = load_device(args.device)
-        result = forecast_layout(args.model, device, args.batch, args.seq, parse_layout(args.layout, args.nodes),
-                                 cfg_by_class=vendor_models(device, "neusight"), recompute=args.recompute)
+        models = vendor_models(device, "neusight")
+        if layout is None:
+            return _print_search(search_layouts(args.model, device, args.gpus, args.nodes, args.batch, args.seq,
+                                                cfg_by_class=models, recompute=args.recompute), device)
+        result = forecast_layout(args.model, device, args.batch, args.seq, layout, cfg_by_class=models,
+                                 recompute=args.recompute)
     except (DistributedError, NetworkError, ShardError, DeviceError, GraphError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -338,6 +406,31 @@ def main(argv=None) -> int:
             print(f"warning: {note}", file=sys.stderr)
     try:
         print(json.dumps(result), flush=True)
+    except OSError as e:
+        stdout_failed(e)
+        return 2
+    return 0
+
+
+def _print_search(table: pd.DataFrame, device) -> int:
+    """search_layouts' table as CSV on stdout, and which layout is fastest among those that fit on stderr."""
+    from .caveats import extrapolation_note, spec_notes
+    from .cli import stdout_failed
+    if table.empty:
+        print("error: no layout of these GPUs splits this model and batch", file=sys.stderr)
+        return 2
+    best = table.iloc[0]
+    summary = (f"fastest that fits: {best['layout']}, {best['latency_ms']:.1f} ms, {best['memory_gb']:.1f} GB per GPU"
+               if best["fits_memory"] else
+               f"warning: no layout fits the GPU's {device.mem_gb:g} GB; the least memory: "
+               f"{table.loc[table['memory_gb'].idxmin(), 'layout']}, {table['memory_gb'].min():.1f} GB per GPU")
+    for note in (extrapolation_note(device), *spec_notes(device)):
+        if note:
+            print(f"warning: {note}", file=sys.stderr)
+    print(summary, file=sys.stderr)
+    try:
+        sys.stdout.write(table.to_csv(index=False))
+        sys.stdout.flush()
     except OSError as e:
         stdout_failed(e)
         return 2

@@ -121,18 +121,25 @@ def _code_hash() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 
+def check_split(cfg, tp: int) -> None:
+    """ShardError, naming the config and field, unless a model config splits over tp GPUs: its type in TP_SPLITS, its
+    heads, key/value heads and MLP inner width multiples of tp (notebook 07)."""
+    from .model_config import HEAD_FIELDS
+    if cfg.model_type not in TP_SPLITS:
+        raise ShardError(f"{cfg.path}: tensor parallelism is split here for model_type "
+                         f"{', '.join(sorted(TP_SPLITS))} (got {cfg.model_type!r})")
+    for field in (HEAD_FIELDS[cfg.model_type][1], "num_key_value_heads",
+                  INNER_FIELDS.get(cfg.model_type, "intermediate_size")):
+        if cfg.raw.get(field) and cfg.raw[field] % tp:
+            raise ShardError(f"{cfg.path}: field '{field}' ({cfg.raw[field]}) does not split over {tp} GPUs")
+
+
 def tp_capture(config_path, batch: int, seq: int, tp: int, mode: str = "training", use_cache: bool = True):
     """Kernel table of ONE GPU of a tp-way tensor-parallel model: lib.graph.capture of the sharded model, cached
     (notebook 07)."""
     from . import graph, model_config
     cfg = model_config.load_config(config_path)
-    if cfg.model_type not in TP_SPLITS:
-        raise ShardError(f"{cfg.path}: tensor parallelism is split here for model_type "
-                               f"{', '.join(sorted(TP_SPLITS))} (got {cfg.model_type!r})")
-    heads_field = model_config.HEAD_FIELDS[cfg.model_type][1]
-    for field in (heads_field, "num_key_value_heads", INNER_FIELDS.get(cfg.model_type, "intermediate_size")):
-        if cfg.raw.get(field) and cfg.raw[field] % tp:
-            raise ShardError(f"{cfg.path}: field '{field}' ({cfg.raw[field]}) does not split over {tp} GPUs")
+    check_split(cfg, tp)
     model_config.check_args(cfg, batch, seq, mode)
     key = hashlib.sha256(f"{graph.cache_key(cfg, int(batch), int(seq), mode)}-{tp}-{_code_hash()}".encode()).hexdigest()
     cache = graph.GRAPH_CACHE / f"{cfg.name}-{mode}-{batch}-{seq}-tp{tp}-{key[:16]}.pkl"

@@ -344,6 +344,35 @@ def test_full_recomputation_by_hand():
                                                 + saved2["per_block"]) / 1e9)
 
 
+def test_candidate_layouts_by_hand():
+    # GPT2-Large: 20 heads (tp 1, 2 or 4 of 4 GPUs), 36 blocks (pp 1, 2 or 4); a global batch of 4 sequences
+    names = {lay.name for lay in d.candidate_layouts(GPT2, 4, 1, 4)}
+    assert names == {"dp4", "pp2_1xdp2", "pp2_2xdp2", "pp4_1", "pp4_2", "pp4_4", "tp2xdp2", "tp2xpp2_1", "tp2xpp2_2",
+                     "tp2xpp2_4", "tp4"}
+    # on two servers of 2 GPUs a tp group of 4 would span them; 3 sequences go to one copy of the model, in 1 or 3
+    # micro-batches
+    assert {lay.name for lay in d.candidate_layouts(GPT2, 4, 2, 4)} == names - {"tp4"}
+    assert {lay.name for lay in d.candidate_layouts(GPT2, 4, 1, 3)} == {"pp4_1", "pp4_3", "tp2xpp2_1", "tp2xpp2_3", "tp4"}
+    with pytest.raises(d.DistributedError, match="6 GPUs do not split evenly over 4 servers"):
+        d.candidate_layouts(GPT2, 6, 4, 4)
+
+
+def test_search_puts_the_fastest_layout_that_fits_first():
+    from dataclasses import replace
+    dev = device_by_name("NVIDIA H100 80GB HBM3")
+    small = replace(dev, mem_gb=6.0)     # a GPU whose memory holds only the layouts that split the model state
+    t = d.search_layouts(GPT2, small, 4, 1, 4, 128)
+    assert len(t) == 11 and list(t.columns) == d.SEARCH_COLUMNS
+    assert t["fits_memory"].tolist() == sorted(t["fits_memory"], reverse=True)           # those that fit first
+    for fits, rows in t.groupby("fits_memory"):
+        assert rows["latency_ms"].is_monotonic_increasing                              # each group fastest first
+        assert ((rows["memory_gb"] <= 6.0) == fits).all()
+    assert 0 < t["fits_memory"].sum() < len(t)
+    top = t.iloc[0]
+    f = d.forecast_layout(GPT2, small, 4, 128, d.parse_layout(top["layout"]))
+    assert top["latency_ms"] == pytest.approx(f["latency_ms"]) and top["memory_gb"] == pytest.approx(f["memory_gb"])
+
+
 def test_forecast_layout_refuses_a_batch_that_does_not_split():
     dev = device_by_name("NVIDIA H100 80GB HBM3")
     with pytest.raises(d.DistributedError, match="batch 6 does not split over 4"):
@@ -385,7 +414,10 @@ def test_cli_prints_the_forecast():
     (("--layout", "dp8", "--nodes", "2", "--device", paths.DEVICE_CONFIGS / "NVIDIA_L4.json"), "no network link"),
     (("--layout", "tp8", "--nodes", "2"), "a tensor-parallel group of 8 would span servers of 4 GPUs"),
     (("--layout", "tp2xdp2xtp2"), "each of dp, tp and pp at most once"),
-    (("--layout", "tp2xpp2_3"), "batch 8 does not split over 3 micro-batches")])
+    (("--layout", "tp2xpp2_3"), "batch 8 does not split over 3 micro-batches"),
+    (("--layout", "all"), "--layout all needs --gpus"),
+    (("--layout", "tp4xdp2", "--gpus", "4"), "layout 'tp4xdp2' takes 8 GPUs, not --gpus 4"),
+    (("--layout", "all", "--gpus", "7", "--batch", "2"), "no layout of these GPUs splits this model and batch")])
 def test_cli_errors_are_one_line(args, message):
     base = {"--model": GPT2, "--device": H100, "--batch": 8, "--seq": 128}
     extra = dict(zip(args[::2], args[1::2]))
@@ -406,6 +438,17 @@ def test_cli_recomputes_on_request():
     base = ("--model", GPT2, "--device", H100, "--batch", 8, "--seq", 128, "--layout", "tp4xdp2")
     plain, again = (json.loads(_cli(*base, *extra).stdout) for extra in ((), ("--recompute",)))
     assert again["compute_ms"] > plain["compute_ms"] and again["activation_gb"] < plain["activation_gb"]
+
+
+def test_cli_searches_every_layout():
+    r = _cli("--model", GPT2, "--device", H100, "--batch", 4, "--seq", 128, "--layout", "all", "--gpus", 4)
+    assert r.returncode == 0, r.stderr
+    import io
+    table = pd.read_csv(io.StringIO(r.stdout))
+    assert list(table.columns) == d.SEARCH_COLUMNS and len(table) == 11
+    best = table.iloc[0]
+    assert best["fits_memory"] and best["latency_ms"] == table[table["fits_memory"]]["latency_ms"].min()
+    assert f"fastest that fits: {best['layout']}, {best['latency_ms']:.1f} ms" in r.stderr
 
 
 def test_cli_warns_when_the_model_state_exceeds_memory():

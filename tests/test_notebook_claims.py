@@ -1956,6 +1956,14 @@ def test_07_two_servers_reading():
                f"{best.loc[h200, 'latency_ms'] / best.loc[H100, 'latency_ms']:.2f} of the H100's best")
     share = 100 * t["communication_ms"] / t["latency_ms"]
     says(NB07, f"Communication is {share.min():.1f}% to {share.max():.1f}% of these forecasts")
+    found = table("07-two-servers-search")
+    first = found.groupby("device", sort=False).head(1).set_index("device")
+    for gpu in (a100, H100, h200):                                  # "finds the same fastest layout that fits"
+        assert first.loc[gpu, "fits_memory"] and first.loc[gpu, "layout"] == best.loc[gpu, "layout"]
+    n, fit = found.groupby("device").size(), found.groupby("device")["fits_memory"].sum()
+    assert n.nunique() == 1
+    says(NB07, f"The whole search over the {n.iloc[0]} layouts these 16 GPUs admit")
+    says(NB07, f"{fit[a100]} of the {n.iloc[0]} fit the A100-SXM4-40GB, {fit[H100]} the H100 and {fit[h200]} the H200")
 
 
 def test_04_busy_gpu_reading():
