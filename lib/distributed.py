@@ -228,7 +228,7 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
                 + 2 * crossings * p2p_ms(sent, network))
         tied = cfg.raw.get("tie_word_embeddings", cfg.model_type in TIED_BY_DEFAULT)
         if tied:
-            comm += allreduce_ms(FP32_BYTES * vocab * width / t, 2, network if layout.nodes > 1 else node)
+            comm += allreduce_ms(FP32_BYTES * vocab * width / t, 2, network)   # the first and last stages
     # dp: the gradients of one GPU's share of the parameters (about P / (tp pp)), a ring inside each server, then one
     # across the servers the group spans
     comm += hierarchical_allreduce_ms(FP32_BYTES * params / (t * p), where["dp_in_node"], where["dp_nodes"], node,
