@@ -55,15 +55,12 @@ def min_memory_gb(parameters: int, mode: str, saved_gb: float = 0.0) -> float:
     return weights_gb + (max(weights_gb, saved_gb) if mode == "training" else 0.0)
 
 
-def activation_gb(config_path, batch: int, seq: int) -> float | None:
+def activation_gb(config_path, batch: int, seq: int) -> float:
     """GB of the tensors autograd saves for the backward of one training forward of the whole model (lib.sharding's
-    count on the meta device, cached beside the graphs); None for a model it does not count (notebook 05)."""
+    count on the meta device, cached beside the graphs) (notebook 05)."""
     from .model_config import load_config
-    from .sharding import ShardError, activation_bytes, saved_bytes_of
-    try:
-        saved = activation_bytes(config_path, batch, seq)
-    except ShardError:   # two stacks of blocks (Switch): counted for one stack only
-        return None
+    from .sharding import activation_bytes, saved_bytes_of
+    saved = activation_bytes(config_path, batch, seq)
     return saved_bytes_of(saved, sum(load_config(config_path).num_layers)) / 1e9
 
 

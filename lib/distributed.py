@@ -13,12 +13,14 @@ data/devices/interconnect.csv (spec sheets, one source per row). The layouts fol
 labels (megatron_configs/):
 - dp<n>: each GPU trains B/n sequences, then the fp32 gradients (4 bytes per parameter) are all-reduced, after the
   backward pass (no overlap):      t = T(B/n) + allreduce(4 P)
-- tp<n>: each GPU holds 1/n of the attention heads, of the MLP's inner width
+- tp<n>: each GPU holds 1/n of the attention heads, of the MLP's inner width (of each expert's)
   and of the (padded) vocabulary; its kernels are captured from a model sharded that way (lib.sharding), and each
   block all-reduces its [B, S, h] activations twice forward and twice backward, the embedding and the LM head once
   each:
                                    t = T_shard(B) + 2 (2 L + 1) allreduce(4 B S h)
-- pp<n>_<m>: stage i of n runs L/n blocks (the first also the embedding, the last the final norm and LM head) on
+  (SwitchTransformer: 2 (2 L_enc + 3 L_dec + 2), its decoder blocks also after their cross-attention, see
+  ALLREDUCES_PER_BLOCK).
+- pp<n>_<m> (one stack of blocks: not SwitchTransformer's encoder and decoder): stage i of n runs L/n blocks (the first also the embedding, the last the final norm and LM head) on
   micro-batches of B/m sequences, with a GPipe / 1F1B schedule; each stage boundary sends the [B/m, S, h]
   activations forward and their gradient back, and the first and last stages all-reduce a tied embedding's gradient:
                                    t = sum_i t_i + (m - 1) max_i t_i + 2 (n - 1) p2p(4 B/m S h) + allreduce_2(4 V h)
@@ -60,7 +62,13 @@ MODEL_STATE_BYTES = 16       # fp32 weight + gradient + Adam's two moments, per 
 # Hugging Face ties the LM head to the token embedding unless the config says otherwise, for these (not Llama's family;
 # Gemma's yes; tests/test_distributed.py compares with each config class's default)
 TIED_BY_DEFAULT = ("gpt2", "opt", "bert", "gemma", "switch_transformers")
-ALLREDUCES_PER_BLOCK = 2     # tp: per block and pass, after the attention and after the MLP
+# tp: all-reduces per block and pass (Megatron's g forward, f backward), per stack: after the attention and after the
+# MLP, and in Switch's decoder after its cross-attention too (default 2). Outside the blocks, per pass: one (the
+# embedding's output forward, the LM head's input gradient backward), Switch two (the encoder's and the decoder's
+# embedding forward; backward, the LM head's and the encoder output's gradient, which the decoder's cross-attentions
+# each add to before one all-reduce)
+ALLREDUCES_PER_BLOCK = {"switch_transformers": (2, 3)}
+ALLREDUCES_OUTSIDE = {"switch_transformers": 2}
 
 
 class DistributedError(ValueError):
@@ -157,11 +165,18 @@ def megatron_layout(path) -> Layout:
 
 def _sizes(cfg) -> tuple[int, int]:
     """(hidden width, vocabulary) of a model config."""
-    from .model_config import HEAD_FIELDS
-    if cfg.model_type not in HEAD_FIELDS:
-        raise DistributedError(f"{cfg.path}: model_type {cfg.model_type!r}: distributed forecasts take one stack of "
-                               f"blocks ({', '.join(sorted(HEAD_FIELDS))})")
-    return int(cfg.raw[HEAD_FIELDS[cfg.model_type][0]]), int(cfg.raw["vocab_size"])
+    from .sharding import config_field
+    return int(cfg.raw[config_field(cfg, "hidden_size")]), int(cfg.raw["vocab_size"])
+
+
+def _check_stages(cfg, stages: int) -> None:
+    """DistributedError unless the model's blocks split into `stages` pipeline stages: one stack, evenly."""
+    if stages > 1 and len(cfg.num_layers) != 1:
+        raise DistributedError(f"{cfg.path}: pipeline stages split one stack of blocks here; this model has "
+                               f"{len(cfg.num_layers)} (an encoder and a decoder)")
+    if sum(cfg.num_layers) % stages:
+        raise DistributedError(f"{cfg.path}: {sum(cfg.num_layers)} blocks do not split evenly into {stages} pipeline "
+                               f"stages")
 
 
 def _predicted(kernels: pd.DataFrame, device, cfg_by_class) -> pd.DataFrame:
@@ -198,8 +213,7 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
         split = " x ".join(([f"{d} data-parallel GPUs"] if d > 1 else []) + ([f"{m} micro-batches"] if m > 1 else []))
         raise DistributedError(f"batch {batch} does not split over {split}")
     layers = sum(cfg.num_layers)
-    if p > 1 and (len(cfg.num_layers) != 1 or layers % p):
-        raise DistributedError(f"{cfg.path}: {layers} blocks do not split evenly into {p} pipeline stages")
+    _check_stages(cfg, p)
     node = link_of(device.name, "node", links)
     network = link_of(device.name, "network", links) if layout.nodes > 1 else node
     params = parameter_count(config_path)
@@ -207,9 +221,11 @@ def forecast_layout(config_path, device, batch: int, seq: int, layout: Layout, *
     kernels = tp_capture(config_path, micro, seq, t) if t > 1 else capture(config_path, micro, seq, "training")
     table = _predicted(kernels, device, cfg_by_class)
     blocks = layers // p                      # blocks per stage
-    # tp: each block all-reduces its activations twice per pass, the embedding once, on the first stage; a recomputed
-    # forward all-reduces again
-    tp_ms = [(2 * (ALLREDUCES_PER_BLOCK * blocks + (i == 0)) + (ALLREDUCES_PER_BLOCK * blocks if recompute else 0))
+    # tp: each stage's blocks all-reduce their activations per pass (ALLREDUCES_PER_BLOCK), the first stage also
+    # outside the blocks (ALLREDUCES_OUTSIDE); a recomputed forward all-reduces again
+    in_blocks = sum(n * k for n, k in zip(cfg.num_layers, ALLREDUCES_PER_BLOCK.get(cfg.model_type, (2,)))) // p
+    outside = ALLREDUCES_OUTSIDE.get(cfg.model_type, 1)
+    tp_ms = [(2 * (in_blocks + outside * (i == 0)) + (in_blocks if recompute else 0))
              * allreduce_ms(FP32_BYTES * micro * seq * width, t, node) for i in range(p)]
     # recompute: each stage runs its blocks' forward once more, in the backward pass
     again_ms = (table[(table["layer"] == "layer") & (table["phase"] == "fw")]["total_ms"].sum() / layers * blocks
@@ -283,7 +299,8 @@ def _divisors(n: int) -> list[int]:
 
 def candidate_layouts(config_path, gpus: int, nodes: int, batch: int) -> list[Layout]:
     """Every layout of `gpus` GPUs on `nodes` servers that the model and the global batch admit: tp a divisor of a
-    server's GPUs that the model splits over (lib.sharding.check_split), pp a divisor of its blocks, dp the rest and a
+    server's GPUs that the model splits over (lib.sharding.check_split), pp a divisor of its blocks (one stack of
+    them), dp the rest and a
     divisor of the batch, for pp every micro-batch count that divides dp's share, and groups that place() can put on
     the servers (notebook 07)."""
     from .model_config import load_config
@@ -292,14 +309,18 @@ def candidate_layouts(config_path, gpus: int, nodes: int, batch: int) -> list[La
     _sizes(cfg)
     if not (gpus >= 1 and nodes >= 1 and gpus % nodes == 0):
         raise DistributedError(f"{gpus} GPUs do not split evenly over {nodes} servers")
-    layers, out = sum(cfg.num_layers), []
+    out = []
     for tp in _divisors(gpus // nodes):
         try:
             if tp > 1:
                 check_split(cfg, tp)
         except ShardError:
             continue
-        for pp in (p for p in _divisors(gpus // tp) if layers % p == 0):
+        for pp in _divisors(gpus // tp):
+            try:
+                _check_stages(cfg, pp)
+            except DistributedError:
+                continue
             dp = gpus // (tp * pp)
             if batch % dp:
                 continue
@@ -364,8 +385,7 @@ def main(argv=None) -> int:
     from .model_config import GraphError
     p = Parser(prog="python -m lib.distributed", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, type=model_arg,
-                   help="Hugging Face config.json (one stack of blocks: not SwitchTransformer), or a known config's "
-                        "name")
+                   help="Hugging Face config.json, or a known config's name")
     p.add_argument("--device", required=True, type=device_arg,
                    help="device spec JSON (dataset format), or a known GPU's name (H100, NVIDIA_H200)")
     p.add_argument("--batch", type=int, required=True, help="global batch: sequences per step over all GPUs")

@@ -13,6 +13,7 @@ from lib.devices import device_by_name
 from lib.forecast import forecast, predict_table, summarize
 from lib.graph import capture
 from lib.labels import load_labels
+from lib.model_config import load_config
 
 from cli_run import run_main, run_module
 
@@ -234,9 +235,55 @@ def test_tensor_parallel_errors_name_the_config():
         sharding.tp_capture(GPT2, 1, 64, 3)
     with pytest.raises(sharding.ShardError, match=r"field 'num_key_value_heads' \(8\) does not split over 16"):
         sharding.tp_capture(paths.MODELS_ADDED / "llama3_8b.json", 1, 64, 16)
-    with pytest.raises(sharding.ShardError, match=r"split here for model_type bert, gemma, gpt2, gpt_neox, llama, "
-                                                 r"mistral, mixtral, opt, phi3, qwen2 \(got 'switch_transformers'\)"):
-        sharding.tp_capture(paths.MODEL_CONFIGS / "switchxl4.json", 1, 64, 2)
+    with pytest.raises(sharding.ShardError, match=r"switchxl4.json: field 'num_heads' \(32\) does not split over 3"):
+        sharding.check_split(load_config(SWITCH), 3)
+
+
+SWITCH = paths.MODEL_CONFIGS / "switchxl4.json"
+# A small SwitchTransformer: width 64, 4 heads of 16, MLP 128 wide, 2 experts; dense and sparse blocks alternate
+_SMALL_SWITCH = {"model_type": "switch_transformers", "d_model": 64, "num_heads": 4, "d_kv": 16, "d_ff": 128,
+                 "num_experts": 2, "num_layers": 2, "num_decoder_layers": 2, "num_sparse_encoder_layers": 1,
+                 "num_sparse_decoder_layers": 1, "expert_capacity": 64, "vocab_size": 1000}
+
+
+def test_tensor_parallel_shard_of_switch_by_hand(tmp_path):
+    # Over 2 GPUs, 32 tokens, each GPU's forward GEMMs [M, N (inputs), K (outputs)] of the encoder's dense block: q, k,
+    # v keep half their outputs (2 of the 4 heads of 16), o half its inputs, the MLP's wi half its 128 outputs and wo
+    # half its inputs; the decoder's cross-attention splits as its self-attention. Each expert runs its 16 tokens (32
+    # over 2 experts, within the capacity) through half its width; the router (2 outputs, the experts) stays whole.
+    config = tmp_path / "switch.json"
+    config.write_text(json.dumps(_SMALL_SWITCH))
+    full, shard = (capture(config, 1, 32, "training", use_cache=False),
+                   sharding.tp_capture(config, 1, 32, 2, use_cache=False))
+    fw = _layer(shard, "fw", "linear")
+    encoder, decoder = fw[fw["stack"] == 0], fw[fw["stack"] == 1]
+    attention = [[32, 64, 32]] * 3 + [[32, 32, 64]]
+    assert encoder[["M", "N", "K"]].to_numpy().tolist() == (attention + [[32, 64, 64]] * 2 + attention
+                                                            + [[32, 64, 2]] + [[16, 64, 64]] * 4)
+    assert decoder[["M", "N", "K"]].to_numpy().tolist()[:10] == attention * 2 + [[32, 64, 64]] * 2
+    router = full[["M", "N", "K"]].eq(2).any(axis=1)
+    for phase in ("fw", "bw"):
+        assert _gemm_flops(shard, phase) == pytest.approx(_gemm_flops(full[~router], phase) / 2
+                                                          + _gemm_flops(full[router], phase))
+    # the attention's softmax rows and the relative position bias cover half the heads; the embeddings of both stacks
+    # and the tied LM head half the padded vocabulary
+    assert _layer(shard, "fw", "softmax")["B"].iloc[0] * 2 == _layer(full, "fw", "softmax")["B"].iloc[0] == 4 * 32
+    assert "[(32, 2), (32, 32)]->[(32, 32, 2)]" in set(shard["shapes"])
+    lookups = shard[(shard["aten"] == "aten.embedding.default") & (shard["phase"] == "fw") & (shard["layer"] != "layer")]
+    assert set(lookups["shapes"]) == {"[(512, 64), (1, 32)]->[(1, 32, 64)]"} and len(lookups) == 2
+    head = shard[(shard["layer"] == "epilogue") & (shard["phase"] == "fw") & (shard["op"] == "linear")]
+    assert head["K"].tolist() == [sharding.padded_vocab(1000, 2) // 2]
+
+
+@pytest.mark.parametrize("encoder, decoder, tp", [(4, 4, 1), (4, 2, 1), (4, 4, 2)])
+def test_saved_activations_of_two_stacks_add_up_to_the_whole_model(tmp_path, encoder, decoder, tp):
+    # counted from one and two periods per stack, outside + L per_block is what the whole model saves, counted whole
+    config = tmp_path / "switch.json"
+    config.write_text(json.dumps({**_SMALL_SWITCH, "num_layers": encoder, "num_decoder_layers": decoder,
+                                  "num_sparse_encoder_layers": encoder // 2, "num_sparse_decoder_layers": decoder // 2}))
+    saved = sharding.activation_bytes(config, 2, 32, tp=tp, use_cache=False)
+    whole = sharding._saved_bytes(load_config(config), 2, 32, (encoder, decoder), tp)
+    assert sharding.saved_bytes_of(saved, encoder + decoder) == pytest.approx(whole, rel=1e-12)
 
 
 def test_saved_activations_of_a_gpt2_block_by_hand():
@@ -283,6 +330,30 @@ def test_one_micro_batch_pipeline_computes_the_whole_model_once():
     assert dp["memory_gb"] == pytest.approx(dp["model_state_gb"] + dp["activation_gb"])
     # the busiest pipeline stage: 9 blocks and everything outside them, for min(2, 4) micro-batches of 1
     assert pp2["activation_gb"] == pytest.approx(2 * (saved["outside"] + 9 * saved["per_block"]) / 1e9)
+
+
+def test_switch_layouts_by_hand():
+    # SwitchTransformer (24 encoder and 24 decoder blocks, width 1024, P parameters) at 2 sequences of 64 tokens on
+    # H100s. tp2: one GPU's shard, and per pass 2 all-reduces per encoder block, 3 per decoder block (after its
+    # cross-attention too) and 2 outside the blocks, each of the [2, 64, 1024] fp32 activations
+    dev = device_by_name("NVIDIA H100 80GB HBM3")
+    node, params = net.link_of(dev.name), 5_267_615_744
+    tp = d.forecast_layout(SWITCH, dev, 2, 64, d.parse_layout("tp2"))
+    assert tp["compute_ms"] == pytest.approx(summarize(predict_table(sharding.tp_capture(SWITCH, 2, 64, 2), dev))
+                                             ["latency_ms"])
+    assert tp["communication_ms"] == pytest.approx(2 * (2 * 24 + 3 * 24 + 2) * net.allreduce_ms(4 * 2 * 64 * 1024, 2,
+                                                                                                  node))
+    # dp2: the whole model on one sequence per GPU, then the gradients of all its parameters
+    dp = d.forecast_layout(SWITCH, dev, 2, 64, d.parse_layout("dp2"))
+    assert dp["compute_ms"] == pytest.approx(forecast(SWITCH, dev, 1, 64, "training")["latency_ms"])
+    assert dp["communication_ms"] == pytest.approx(net.allreduce_ms(4 * params, 2, node))
+    assert dp["model_state_gb"] == pytest.approx(2 * tp["model_state_gb"]) == pytest.approx(16 * params / 1e9)
+    saved = sharding.activation_bytes(SWITCH, 1, 64)
+    assert dp["activation_gb"] == pytest.approx((saved["outside"] + 48 * saved["per_block"]) / 1e9)
+    # no pipeline stages across its encoder and decoder, so 4 GPUs admit three layouts (32 heads, an MLP of 16384)
+    with pytest.raises(d.DistributedError, match="pipeline stages split one stack of blocks here; this model has 2"):
+        d.forecast_layout(SWITCH, dev, 2, 64, d.parse_layout("pp2_1"))
+    assert {lay.name for lay in d.candidate_layouts(SWITCH, 4, 1, 4)} == {"dp4", "tp2xdp2", "tp4"}
 
 
 def test_combined_layouts_by_hand():
